@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# A local Kubernetes control plane for development and tests: etcd + kube-apiserver built from
+# source through the Go module proxy (cached by version outside the repo), with the upstream CRDs
+# the portal uses installed from their Go modules at pinned versions.
+#
+#   hack/controlplane.sh build    build (or reuse) the binaries and fetch the CRDs
+#   hack/controlplane.sh start    start etcd + kube-apiserver, install CRDs, write the kubeconfig
+#   hack/controlplane.sh stop     stop both
+#   hack/controlplane.sh status   exit 0 when the API server answers
+#   hack/controlplane.sh env      print the export line for KUBECONFIG
+#
+# When KUBECONFIG points at a reachable cluster (kind, a real one), start only installs the CRDs
+# and objects the portal needs there and builds nothing.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+VOLCANO_VERSION=${VOLCANO_VERSION:-v1.15.0}
+NAD_VERSION=${NAD_VERSION:-v1.7.7}
+WHEREABOUTS_VERSION=${WHEREABOUTS_VERSION:-v0.9.2}
+TRAEFIK_VERSION=${TRAEFIK_VERSION:-v3.7.13}
+CACHE=${GPU_PORTAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-portal}
+BIN=$CACHE/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
+STATE=${GPU_PORTAL_STATE:-$ROOT/.local/controlplane}
+ETCD_PORT=${ETCD_PORT:-23790}
+APISERVER_PORT=${APISERVER_PORT:-16443}
+LOCAL_KUBECONFIG=$STATE/kubeconfig
+
+log() { printf '[controlplane] %s\n' "$*" >&2; }
+now() { date +%s; }
+
+go_module_dir() {  # module@version -> its extracted directory in the module cache
+  go mod download -json "$1" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error")))'
+}
+
+write_wrapper() {  # dir module version: a throwaway module requiring one upstream module
+  mkdir -p "$1"
+  printf 'module gpuportal.invalid/build\n\ngo 1.26\n\nrequire %s %s\n' "$2" "$3" >"$1/go.mod"
+  : >"$1/go.sum"
+}
+
+build_kube() {  # kube-apiserver and kube-controller-manager from one wrapper module
+  local dir=$CACHE/build/kube-apiserver-$K8S_VERSION staging=v0.${K8S_VERSION#v1.}
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  write_wrapper "$dir" k8s.io/kubernetes "$K8S_VERSION"
+  # Upstream's go.mod points every staging module at ./staging, which the module zip lacks;
+  # map each to its published v0.<minor>.<patch> instead.
+  local gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging' "$gomod" | awk '{print $1}' | sort -u | while read -r m; do
+    printf 'replace %s => %s %s\n' "$m" "$m" "$staging" >>"$dir/go.mod"
+  done
+  local pkg=k8s.io/component-base/version
+  local ldflags="-s -w -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  for cmd in kube-apiserver kube-controller-manager; do
+    [[ -x $BIN/$cmd ]] && continue
+    (cd "$dir" && GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$BIN/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
+    mv "$BIN/$cmd.tmp" "$BIN/$cmd"
+    log "$cmd built"
+  done
+}
+
+build_etcd() {
+  local dir=$CACHE/build/etcd-$ETCD_VERSION
+  write_wrapper "$dir" go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+  (cd "$dir" && GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3)
+  mv "$BIN/etcd.tmp" "$BIN/etcd"
+}
+
+crd_files() {  # the upstream CRD YAMLs, from their Go modules at pinned versions
+  local volcano nad wb
+  volcano=$(go_module_dir "volcano.sh/volcano@$VOLCANO_VERSION")/config/crd/volcano/bases
+  nad=$(go_module_dir "github.com/k8snetworkplumbingwg/network-attachment-definition-client@$NAD_VERSION")/artifacts
+  wb=$(go_module_dir "github.com/k8snetworkplumbingwg/whereabouts@$WHEREABOUTS_VERSION")/doc/crds
+  printf '%s\n' \
+    "$volcano/batch.volcano.sh_jobs.yaml" "$volcano/scheduling.volcano.sh_queues.yaml" \
+    "$volcano/scheduling.volcano.sh_podgroups.yaml" "$volcano/topology.volcano.sh_hypernodes.yaml" \
+    "$nad/networks-crd.yaml" \
+    "$wb/whereabouts.cni.cncf.io_ippools.yaml" "$wb/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml"
+}
+
+cmd_build() {
+  mkdir -p "$BIN"
+  local t0; t0=$(now)
+  if [[ -x $BIN/etcd && -x $BIN/kube-apiserver && -x $BIN/kube-controller-manager ]]; then
+    log "binaries cached in $BIN"
+  else
+    log "building etcd $ETCD_VERSION and kube-apiserver $K8S_VERSION from source (first time only)"
+    [[ -x $BIN/etcd ]] || build_etcd
+    log "etcd built after $(($(now) - t0))s"
+    build_kube
+    log "Kubernetes binaries built after $(($(now) - t0))s"
+  fi
+  crd_files >/dev/null
+  log "build phase took $(($(now) - t0))s"
+}
+
+write_certs() {
+  mkdir -p "$STATE/certs"
+  local c=$STATE/certs
+  [[ -f $c/sa.key ]] || openssl genrsa -out "$c/sa.key" 2048 2>/dev/null
+  [[ -f $c/sa.pub ]] || openssl rsa -in "$c/sa.key" -pubout -out "$c/sa.pub" 2>/dev/null
+  [[ -f $c/token ]] || python3 -c 'import secrets; print(secrets.token_urlsafe(32))' >"$c/token"
+  printf '%s,admin,admin,"system:masters"\n' "$(cat "$c/token")" >"$c/tokens.csv"
+}
+
+write_kubeconfig() {
+  cat >"$LOCAL_KUBECONFIG" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority: $STATE/certs/apiserver.crt
+users:
+- name: admin
+  user:
+    token: $(cat "$STATE/certs/token")
+contexts:
+- name: local
+  context: {cluster: local, user: admin}
+current-context: local
+KC
+  chmod 600 "$LOCAL_KUBECONFIG"
+}
+
+running() { [[ -f $STATE/$1.pid ]] && kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null; }
+
+start_etcd() {
+  running etcd && return
+  mkdir -p "$STATE/etcd"
+  nohup "$BIN/etcd" --name portal --data-dir "$STATE/etcd" --unsafe-no-fsync \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 10))" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 10))" \
+    --initial-cluster "portal=http://127.0.0.1:$((ETCD_PORT + 10))" \
+    --log-level warn >"$STATE/etcd.log" 2>&1 &
+  echo $! >"$STATE/etcd.pid"
+}
+
+start_apiserver() {
+  running kube-apiserver && return
+  local c=$STATE/certs
+  nohup "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" --cert-dir "$c" \
+    --secure-port "$APISERVER_PORT" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
+    --service-cluster-ip-range 10.0.0.0/24 --authorization-mode RBAC --allow-privileged=true \
+    --disable-admission-plugins ServiceAccount --token-auth-file "$c/tokens.csv" \
+    --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$c/sa.pub" \
+    --service-account-signing-key-file "$c/sa.key" --enable-priority-and-fairness=false \
+    --endpoint-reconciler-type none \
+    --v 0 >"$STATE/kube-apiserver.log" 2>&1 &
+  echo $! >"$STATE/kube-apiserver.pid"
+}
+
+start_controller_manager() {
+  # Only the controllers that make the API behave as on a cluster: namespace deletion, garbage
+  # collection of owned objects, ResourceQuota usage, service accounts. No node lifecycle
+  # controller: simulated nodes have no kubelet and must not be tainted unreachable.
+  running kube-controller-manager && return
+  nohup "$BIN/kube-controller-manager" --kubeconfig "$LOCAL_KUBECONFIG" \
+    --bind-address 127.0.0.1 --secure-port "$((APISERVER_PORT + 1))" --leader-elect=false \
+    --controllers namespace-controller,garbage-collector-controller,resourcequota-controller,serviceaccount-controller \
+    --service-account-private-key-file "$STATE/certs/sa.key" --use-service-account-credentials=false \
+    --concurrent-gc-syncs 5 --resource-quota-sync-period 10s \
+    >"$STATE/kube-controller-manager.log" 2>&1 &
+  echo $! >"$STATE/kube-controller-manager.pid"
+}
+
+kubectl_py() {  # apply the CRDs and cluster objects through the project's own adapter
+  local py=python3; [[ -x $ROOT/.venv/bin/python ]] && py=$ROOT/.venv/bin/python
+  "${PYTHON:-$py}" "$ROOT/hack/install_cluster_objects.py" "$@"
+}
+
+wait_ready() {
+  local deadline=$(($(now) + ${1:-60}))
+  until curl -skf -H "Authorization: Bearer $(cat "$STATE/certs/token")" \
+    "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null 2>&1; do
+    if ! running kube-apiserver || (($(now) > deadline)); then
+      log "API server not ready; last log lines:"; tail -20 "$STATE/kube-apiserver.log" >&2; return 1
+    fi
+    sleep 0.3
+  done
+}
+
+external_cluster() { [[ -n ${KUBECONFIG:-} && $KUBECONFIG != "$LOCAL_KUBECONFIG" ]]; }
+
+cmd_start() {
+  local t0; t0=$(now)
+  if external_cluster; then
+    log "KUBECONFIG=$KUBECONFIG is set: using that cluster, building nothing"
+    kubectl_py --kubeconfig "$KUBECONFIG" $(crd_files)
+    return
+  fi
+  cmd_build
+  local t1; t1=$(now)
+  mkdir -p "$STATE"
+  write_certs
+  start_etcd
+  start_apiserver
+  wait_ready 90
+  write_kubeconfig
+  start_controller_manager
+  kubectl_py --kubeconfig "$LOCAL_KUBECONFIG" $(crd_files)
+  log "control plane ready in $(($(now) - t1))s (total $(($(now) - t0))s); KUBECONFIG=$LOCAL_KUBECONFIG"
+}
+
+cmd_stop() {
+  for p in kube-controller-manager kube-apiserver etcd; do
+    if running "$p"; then
+      local pid; pid=$(cat "$STATE/$p.pid")
+      kill "$pid"
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+      log "stopped $p"
+    fi
+    rm -f "$STATE/$p.pid"
+  done
+}
+
+case ${1:-} in
+  build) cmd_build ;;
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  status) running kube-apiserver && wait_ready 2 ;;
+  env) echo "export KUBECONFIG=$LOCAL_KUBECONFIG" ;;
+  crds) crd_files ;;
+  *) echo "usage: $0 build|start|stop|status|env|crds" >&2; exit 2 ;;
+esac

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Start the portal for development: demo data, a Celery worker and beat in the background, and
+# gunicorn in the foreground. Ctrl-C stops all three.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+HOST=${1:-127.0.0.1}
+PORT=${2:-8000}
+PY=.venv/bin/python
+LOGS=.local/logs
+mkdir -p "$LOGS"
+
+password_file=.local/demo-password
+[[ -f $password_file ]] || python3 -c 'import secrets; print(secrets.token_urlsafe(12))' >"$password_file"
+password=$(cat "$password_file")
+
+$PY manage.py collectstatic --noinput -v 0
+$PY manage.py seed_demo --password "$password"
+
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+$PY -m celery -A portal worker -l info --concurrency 2 >"$LOGS/worker.log" 2>&1 &
+pids+=($!)
+$PY -m celery -A portal beat -l info -s .local/celerybeat-schedule >"$LOGS/beat.log" 2>&1 &
+pids+=($!)
+
+cat <<MSG
+
+  GPU Portal is starting at  http://$HOST:$PORT/
+  Sign in as  admin  (platform admin), alice (vision tenant admin), bob (vision researcher)
+  or charlie (nlp tenant admin), all with the password:  $password
+  API docs: http://$HOST:$PORT/api/v1/docs/   Logs: $LOGS/   Stop: Ctrl-C, then 'make stop'
+
+MSG
+.venv/bin/gunicorn portal.wsgi:application --bind "$HOST:$PORT" --workers 2 --threads 4 \
+  --access-logfile "$LOGS/access.log" --error-logfile "$LOGS/web.log" &
+pids+=($!)
+wait -n "${pids[@]}"

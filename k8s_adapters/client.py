@@ -1,0 +1,225 @@
+"""Apply, prune, read and watch Kubernetes objects.
+
+Everything is written with server-side apply under one field manager, so re-applying the same
+manifests is a no-op on the server (no new resourceVersion), and pruning selects only by the
+portal's labels.
+"""
+
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from kubernetes import client, config, dynamic, watch
+from kubernetes.dynamic.exceptions import NotFoundError
+
+from .errors import translate
+from .labels import selector as label_selector
+
+
+@dataclass(frozen=True, order=True)
+class ObjectRef:
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, obj):
+        meta = obj["metadata"]
+        return cls(obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
+
+    def __str__(self):
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+@contextlib.contextmanager
+def translating():
+    """Re-raise client failures as TransientK8sError / PermanentK8sError."""
+    try:
+        yield
+    except Exception as exc:
+        translated = translate(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def load_api_client(kubeconfig=None, *, in_cluster=None):
+    """An ApiClient from an explicit kubeconfig, the pod's service account, or the default."""
+    if kubeconfig:
+        return config.new_client_from_config(config_file=str(kubeconfig))
+    if in_cluster or (in_cluster is None and os.environ.get("KUBERNETES_SERVICE_HOST")):
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)
+        return client.ApiClient(configuration)
+    return config.new_client_from_config()
+
+
+class Cluster:
+    """One connection to one cluster, safe to share between threads."""
+
+    def __init__(self, api_client, *, field_manager="gpu-portal"):
+        self.api_client = api_client
+        self.field_manager = field_manager
+        self._dynamic = None
+        self._resources = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def connect(cls, kubeconfig=None, **kwargs):
+        with translating():
+            return cls(load_api_client(kubeconfig), **kwargs)
+
+    @property
+    def dynamic(self):
+        with self._lock:
+            if self._dynamic is None:
+                with translating():
+                    self._dynamic = dynamic.DynamicClient(self.api_client)
+            return self._dynamic
+
+    def resource(self, api_version, kind):
+        key = (api_version, kind)
+        if key not in self._resources:
+            with translating():
+                self._resources[key] = self.dynamic.resources.get(
+                    api_version=api_version, kind=kind
+                )
+        return self._resources[key]
+
+    def _namespace(self, resource, namespace):
+        return (namespace or None) if resource.namespaced else None
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def apply(self, manifests: Iterable[dict], *, dry_run=False) -> list[dict]:
+        """Server-side apply each manifest in order; return what the server holds."""
+        return [self.apply_one(manifest, dry_run=dry_run) for manifest in manifests]
+
+    def apply_one(self, manifest: dict, *, dry_run=False) -> dict:
+        resource = self.resource(manifest["apiVersion"], manifest["kind"])
+        meta = manifest["metadata"]
+        with translating():
+            obj = resource.server_side_apply(
+                body=manifest,
+                name=meta["name"],
+                namespace=self._namespace(resource, meta.get("namespace")),
+                field_manager=self.field_manager,
+                force_conflicts=True,
+                dry_run="All" if dry_run else None,
+            )
+        return obj.to_dict()
+
+    def apply_status(self, manifest: dict) -> dict:
+        """Apply to the status subresource (tests play a controller's part with this)."""
+        resource = self.resource(manifest["apiVersion"], manifest["kind"])
+        meta = manifest["metadata"]
+        with translating():
+            obj = resource.status.server_side_apply(
+                body=manifest,
+                name=meta["name"],
+                namespace=self._namespace(resource, meta.get("namespace")),
+                field_manager=f"{self.field_manager}-status",
+                force_conflicts=True,
+            )
+        return obj.to_dict()
+
+    def delete(self, api_version, kind, name, namespace=None) -> bool:
+        """Delete one object in the background; False when it was already gone."""
+        resource = self.resource(api_version, kind)
+        try:
+            with translating():
+                resource.delete(
+                    name=name,
+                    namespace=self._namespace(resource, namespace),
+                    propagation_policy="Background",
+                )
+        except Exception as exc:
+            if getattr(exc, "status", None) == 404 or isinstance(exc.__cause__, NotFoundError):
+                return False
+            raise
+        return True
+
+    def prune(self, *, labels: dict, keep: Iterable[ObjectRef], kinds: Iterable[tuple[str, str]],
+              namespace=None) -> list[ObjectRef]:
+        """Delete the objects of these kinds that carry these labels and are not kept."""
+        keep = set(keep)
+        deleted = []
+        for api_version, kind in kinds:
+            for obj in self.list(api_version, kind, namespace=namespace, labels=labels):
+                ref = ObjectRef.of(obj)
+                if ref not in keep and self.delete(api_version, kind, ref.name, ref.namespace):
+                    deleted.append(ref)
+        return deleted
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get(self, api_version, kind, name, namespace=None) -> dict | None:
+        resource = self.resource(api_version, kind)
+        try:
+            with translating():
+                obj = resource.get(name=name, namespace=self._namespace(resource, namespace))
+        except Exception as exc:
+            if getattr(exc, "status", None) == 404:
+                return None
+            raise
+        return obj.to_dict()
+
+    def list(self, api_version, kind, *, namespace=None, labels=None) -> list[dict]:
+        return self.list_with_version(api_version, kind, namespace=namespace, labels=labels)[0]
+
+    def list_with_version(self, api_version, kind, *, namespace=None, labels=None):
+        """The items and the list's resourceVersion, to start a watch from."""
+        resource = self.resource(api_version, kind)
+        with translating():
+            result = resource.get(
+                namespace=self._namespace(resource, namespace),
+                label_selector=label_selector(labels) if labels else None,
+            ).to_dict()
+        items = result.get("items", [])
+        for item in items:  # list items carry no apiVersion/kind of their own
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return items, result["metadata"].get("resourceVersion")
+
+    def watch(self, api_version, kind, *, resource_version, namespace=None, labels=None,
+              timeout=60) -> Iterator[tuple[str, dict]]:
+        """(event type, object) pairs after resource_version, for at most `timeout` seconds.
+
+        A 410 Gone (the version is too old) raises PermanentK8sError with status 410: the
+        caller relists, as an informer does.
+        """
+        resource = self.resource(api_version, kind)
+        watcher = watch.Watch()
+        with translating():
+            for event in resource.watch(
+                namespace=self._namespace(resource, namespace),
+                label_selector=label_selector(labels) if labels else None,
+                resource_version=resource_version,
+                timeout=timeout,
+                watcher=watcher,
+                allow_watch_bookmarks=True,
+            ):
+                raw = event["raw_object"]
+                if event["type"] == "ERROR":
+                    raise translate(_watch_error(raw))
+                yield event["type"], raw
+
+    def ready(self) -> bool:
+        """True when the API server answers /readyz."""
+        try:
+            with translating():
+                self.dynamic.request("get", "/readyz", _request_timeout=3)
+        except Exception:
+            return False
+        return True
+
+
+def _watch_error(status):
+    exc = client.exceptions.ApiException(status=status.get("code"), reason=status.get("reason"))
+    exc.body = json.dumps(status)
+    return exc

@@ -1,0 +1,58 @@
+"""Client failures, split into what a retry can fix and what it cannot (kopf's TemporaryError /
+PermanentError)."""
+
+import json
+
+import urllib3.exceptions
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+
+# 409 on apply means another field manager owns a field; we always force, so a 409 is a race
+# with a concurrent writer and worth retrying.
+TRANSIENT_STATUSES = {408, 409, 425, 429, 500, 502, 503, 504}
+# Server-side apply answers a body that does not fit the schema's types with a 500 whose message
+# names the field; no retry can fix that.
+PERMANENT_MESSAGES = ("failed to create typed patch object",)
+
+
+class K8sError(Exception):
+    def __init__(self, message, *, status=None, reason=""):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.reason = reason
+
+
+class TransientK8sError(K8sError):
+    """Worth retrying with backoff: the server was unreachable, overloaded or raced."""
+
+
+class PermanentK8sError(K8sError):
+    """A retry cannot help: record the message on the object and stop."""
+
+
+def _status_message(body, fallback):
+    try:
+        data = json.loads(body)
+    except (TypeError, ValueError):
+        return fallback
+    return data.get("message") or fallback
+
+
+def translate(exc):
+    """Turn any client-side failure into a TransientK8sError or PermanentK8sError."""
+    if isinstance(exc, K8sError):
+        return exc
+    if isinstance(exc, ResourceNotFoundError):
+        return PermanentK8sError(f"the API server does not serve this kind: {exc}", status=404)
+    if isinstance(exc, ApiException | DynamicApiError):
+        status = getattr(exc, "status", None)
+        body = getattr(exc, "body", None)
+        message = _status_message(body, str(getattr(exc, "reason", exc)))
+        transient = status in TRANSIENT_STATUSES and not any(
+            text in message for text in PERMANENT_MESSAGES)
+        cls = TransientK8sError if transient else PermanentK8sError
+        return cls(message, status=status, reason=getattr(exc, "reason", ""))
+    if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
+        return TransientK8sError(f"the API server is unreachable: {exc}")
+    return exc

@@ -1,0 +1,23 @@
+"""The one label set every object the portal owns carries; pruning selects by these only."""
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+PORTAL = "gpu-portal"
+TENANT = "gpu-portal.io/tenant"
+JOB = "gpu-portal.io/job"
+OWNER = "gpu-portal.io/owner"
+COMPONENT = "gpu-portal.io/component"
+
+
+def portal_labels(**extra):
+    """The managed-by label plus the given portal labels, e.g. portal_labels(tenant="team-a")."""
+    keys = {"tenant": TENANT, "job": JOB, "owner": OWNER, "component": COMPONENT}
+    labels = {MANAGED_BY: PORTAL}
+    for name, value in extra.items():
+        if value is not None:
+            labels[keys[name]] = str(value)
+    return labels
+
+
+def selector(labels):
+    """A label-selector string for a dict of labels."""
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))

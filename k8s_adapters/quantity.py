@@ -1,0 +1,13 @@
+"""Kubernetes resource quantities ("500m", "8Gi", "2") as Decimals."""
+
+from decimal import Decimal
+
+from kubernetes.utils.quantity import parse_quantity
+
+
+def to_decimal(value) -> Decimal:
+    return Decimal(parse_quantity(str(value)))
+
+
+def gib(value) -> Decimal:
+    return to_decimal(value) / (1024**3)

@@ -1,0 +1,111 @@
+"""Pure builders for a tenant's objects: Namespace, ResourceQuota, LimitRange, Volcano Queue."""
+
+from dataclasses import dataclass
+
+from .labels import portal_labels
+
+GPU = "nvidia.com/gpu"
+QUEUE_API = "scheduling.volcano.sh/v1beta1"
+NAMESPACED_KINDS = (("v1", "ResourceQuota"), ("v1", "LimitRange"))
+CLUSTER_KINDS = (("v1", "Namespace"), (QUEUE_API, "Queue"))
+
+
+@dataclass(frozen=True)
+class TenantSpec:
+    slug: str
+    namespace: str
+    queue: str
+    display_name: str
+    gpus: int
+    cpu: int  # cores
+    memory_gib: int
+    storage_gib: int
+    pvcs: int
+    queue_weight: int = 1
+    deserved_gpus: int | None = None
+    guarantee_gpus: int = 0
+    reclaimable: bool = True
+    parent_queue: str | None = None
+
+
+def _labels(spec):
+    return portal_labels(tenant=spec.slug, component="tenant")
+
+
+def build_namespace(spec: TenantSpec) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": spec.namespace,
+            "labels": _labels(spec),
+            "annotations": {"gpu-portal.io/display-name": spec.display_name},
+        },
+    }
+
+
+def build_resource_quota(spec: TenantSpec) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu-portal", "namespace": spec.namespace, "labels": _labels(spec)},
+        "spec": {
+            "hard": {
+                f"requests.{GPU}": str(spec.gpus),
+                "requests.cpu": str(spec.cpu),
+                "requests.memory": f"{spec.memory_gib}Gi",
+                "requests.storage": f"{spec.storage_gib}Gi",
+                "persistentvolumeclaims": str(spec.pvcs),
+            }
+        },
+    }
+
+
+def build_limit_range(spec: TenantSpec) -> dict:
+    """Defaults for containers that state no resources, so the quota can count them."""
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "gpu-portal", "namespace": spec.namespace, "labels": _labels(spec)},
+        "spec": {
+            "limits": [
+                {
+                    "type": "Container",
+                    "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
+                    "default": {"cpu": "2", "memory": "8Gi"},
+                },
+                {"type": "PersistentVolumeClaim", "min": {"storage": "1Gi"}},
+            ]
+        },
+    }
+
+
+def build_queue(spec: TenantSpec) -> dict:
+    """capability = the quota (the most the tenant may hold); deserved = its fair share, so idle
+    GPUs can be borrowed and reclaimed; guarantee = GPUs reserved for it."""
+    deserved = spec.gpus if spec.deserved_gpus is None else spec.deserved_gpus
+    queue_spec = {
+        "weight": spec.queue_weight,
+        "reclaimable": spec.reclaimable,
+        "capability": {
+            GPU: str(spec.gpus),
+            "cpu": str(spec.cpu),
+            "memory": f"{spec.memory_gib}Gi",
+        },
+        "deserved": {GPU: str(deserved)},
+        "guarantee": {"resource": {GPU: str(spec.guarantee_gpus)}},
+    }
+    if spec.parent_queue:
+        queue_spec["parent"] = spec.parent_queue
+    return {
+        "apiVersion": QUEUE_API,
+        "kind": "Queue",
+        "metadata": {"name": spec.queue, "labels": _labels(spec)},
+        "spec": queue_spec,
+    }
+
+
+def build_tenant(spec: TenantSpec) -> list[dict]:
+    """Every object a tenant owns, in the order they must be applied."""
+    return [build_namespace(spec), build_resource_quota(spec), build_limit_range(spec),
+            build_queue(spec)]

@@ -1,0 +1,50 @@
+"""One error body for every API failure:
+{"detail": "...", "code": "...", "errors": {"field": [{"code": "...", "message": "..."}]}}."""
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import exceptions
+from rest_framework.views import exception_handler as drf_handler
+
+
+def _field_errors(details):
+    if isinstance(details, dict):
+        return {field: _as_list(value) for field, value in details.items()}
+    return {"non_field_errors": _as_list(details)}
+
+
+def _as_list(value):
+    if isinstance(value, dict) and "message" in value:
+        return [{"code": value.get("code", "invalid"), "message": str(value["message"])}]
+    if isinstance(value, list):
+        return [item for v in value for item in _as_list(v)]
+    if isinstance(value, dict):
+        return [{"code": "invalid", "message": str(value)}]
+    return [{"code": "invalid", "message": str(value)}]
+
+
+def from_django(exc):
+    if hasattr(exc, "error_dict"):
+        details = {field: [{"code": e.code or "invalid", "message": m}
+                           for e in errors for m in e.messages]
+                   for field, errors in exc.error_dict.items()}
+        details = {("non_field_errors" if k == "__all__" else k): v for k, v in details.items()}
+    else:
+        details = [{"code": e.code or "invalid", "message": m}
+                   for e in exc.error_list for m in e.messages]
+    return exceptions.ValidationError(details)
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, DjangoValidationError):
+        exc = from_django(exc)
+    response = drf_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        errors = _field_errors(exc.get_full_details())
+        first = next(iter(errors.values()))[0]["message"] if errors else "Invalid input."
+        response.data = {"detail": first, "code": "invalid", "errors": errors}
+    elif isinstance(exc, exceptions.APIException):
+        response.data = {"detail": str(exc.detail), "code": exc.get_codes() if isinstance(
+            exc.get_codes(), str) else "error", "errors": {}}
+    return response

@@ -1,0 +1,12 @@
+"""The Celery app. Tasks are idempotent reconcilers, so they are acknowledged late: a worker that
+dies mid-task leaves the message to be redelivered and the next run converges."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+app = Celery("portal")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

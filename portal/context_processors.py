@@ -1,0 +1,5 @@
+from django.conf import settings
+
+
+def portal(request):
+    return {"PORTAL_NAME": "GPU Portal", "PASSWORD_LOGIN": settings.PASSWORD_LOGIN_ENABLED}

@@ -1,0 +1,54 @@
+"""Demo data for `make run`: users, two tenants with members, and simulated GPU nodes."""
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from k8s_adapters.nodes import SimulatedNode, build_node, build_node_status
+from portal.k8s import get_cluster
+from tenants import services
+from tenants.choices import Role
+from tenants.models import Membership, Tenant
+
+TENANTS = [
+    {"slug": "vision", "display_name": "Vision Lab", "gpu_quota": 16, "queue_weight": 2,
+     "queue_guarantee_gpus": 8, "member_gpu_cap": 8},
+    {"slug": "nlp", "display_name": "NLP Group", "gpu_quota": 8, "queue_weight": 1},
+]
+MEMBERS = [("alice", "vision", Role.ADMIN), ("bob", "vision", Role.RESEARCHER),
+           ("charlie", "nlp", Role.ADMIN)]
+NODES = [
+    SimulatedNode("gpu-h100-01", 8), SimulatedNode("gpu-h100-02", 8),
+    SimulatedNode("gpu-a100-01", 8, product="NVIDIA-A100-SXM4-80GB", gpu_memory_mib=81920),
+    SimulatedNode("gpu-a100-02", 4, product="NVIDIA-A100-SXM4-80GB", gpu_memory_mib=81920),
+]
+
+
+class Command(BaseCommand):
+    help = __doc__
+
+    def add_arguments(self, parser):
+        parser.add_argument("--password", required=True, help="password of every demo user")
+
+    def handle(self, *args, password, **options):
+        users = {name: self._user(name, password, staff=name == "admin")
+                 for name in ["admin", "alice", "bob", "charlie"]}
+        cluster = get_cluster()
+        for node in NODES:
+            cluster.apply_one(build_node(node))
+            cluster.apply_status(build_node_status(node))
+        for fields in TENANTS:
+            if not Tenant.objects.filter(slug=fields["slug"]).exists():
+                services.create_tenant(actor=users["admin"], **fields)
+        for username, slug, role in MEMBERS:
+            tenant = Tenant.objects.get(slug=slug)
+            if not Membership.objects.filter(tenant=tenant, user=users[username]).exists():
+                services.add_member(tenant, users[username], role, actor=users["admin"])
+        self.stdout.write(f"demo data: {len(users)} users, {len(TENANTS)} tenants, "
+                          f"{len(NODES)} simulated GPU nodes")
+
+    def _user(self, username, password, *, staff):
+        user, _ = get_user_model().objects.get_or_create(username=username)
+        user.is_staff = user.is_superuser = staff
+        user.set_password(password)
+        user.save()
+        return user

@@ -1,0 +1,50 @@
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+TOKEN_PREFIX = "gpp_"
+
+
+def hash_token(raw):
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def usable(self):
+        now = timezone.now()
+        return self.filter(revoked_at__isnull=True).filter(
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
+
+
+class ApiToken(models.Model):
+    """A personal API token. Only its hash is stored; the token is shown once at creation."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    key_id = models.CharField(max_length=16, unique=True)
+    token_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.name} ({self.key_id})"
+
+    @classmethod
+    def issue(cls, user, name, expires_at=None):
+        """Create a token; returns (token, raw secret to show once)."""
+        key_id = secrets.token_hex(6)
+        raw = f"{TOKEN_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
+        token = cls.objects.create(user=user, name=name, key_id=key_id,
+                                   token_hash=hash_token(raw), expires_at=expires_at)
+        return token, raw

@@ -1,0 +1,224 @@
+"""One settings module, read from the environment (12-factor).
+
+Secrets may also come from a file named by `<NAME>_FILE` (a mounted Kubernetes Secret).
+Bad values raise ImproperlyConfigured at start-up.
+"""
+
+from datetime import timedelta
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env")
+
+
+def secret(name, default=environ.Env.NOTSET):
+    """A secret from `NAME`, or from the file named by `NAME_FILE`."""
+    path = env.str(f"{name}_FILE", default="")
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={path} cannot be read: {exc}") from exc
+    return env.str(name, default=default)
+
+
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = secret("SECRET_KEY", default="" if not DEBUG else "insecure-development-key")
+if not SECRET_KEY:
+    raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set when DEBUG is off.")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+PORTAL_URL = env.str("PORTAL_URL", default="http://127.0.0.1:8000")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_htmx",
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
+    "portal",
+    "tenants",
+    "jobs",
+    "networking",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+ASGI_APPLICATION = "portal.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "portal.context_processors.portal",
+            ],
+        },
+    },
+]
+
+# The local development services started by `make run` / `make test` (hack/services.sh).
+DATABASES = {
+    "default": env.db(
+        "DATABASE_URL", default="postgres://portal@127.0.0.1:54329/portal"
+    )
+}
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:63790/0")
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+    }
+}
+
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+LOGIN_URL = "account_login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "account_login"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / ".local" / "staticfiles")
+
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+# Kubernetes: an explicit kubeconfig path, else the local development control plane when it
+# exists, else in-cluster config when running in a pod, else the client library's default.
+LOCAL_KUBECONFIG = BASE_DIR / ".local" / "controlplane" / "kubeconfig"
+KUBECONFIG = env.str(
+    "KUBECONFIG", default=str(LOCAL_KUBECONFIG) if LOCAL_KUBECONFIG.exists() else ""
+)
+K8S_FIELD_MANAGER = "gpu-portal"
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+RESYNC_INTERVAL = env.int("RESYNC_INTERVAL", default=60)
+CELERY_BEAT_SCHEDULE = {
+    "resync": {
+        "task": "portal.tasks.resync_all",
+        "schedule": timedelta(seconds=RESYNC_INTERVAL),
+        "options": {"expires": RESYNC_INTERVAL},
+    },
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "EXCEPTION_HANDLER": "portal.api_errors.exception_handler",
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU Portal API",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+}
+
+PORTAL_RESYNC_TASKS = ["tenants.resync_tenants"]
+
+# -- Sign-in ----------------------------------------------------------------------------------
+# Local password accounts can be switched off (SSO only).
+PASSWORD_LOGIN_ENABLED = env.bool("PASSWORD_LOGIN", default=True)
+ACCOUNT_ADAPTER = "portal.auth.AccountAdapter"
+SOCIALACCOUNT_ADAPTER = "portal.auth.SocialAccountAdapter"
+ACCOUNT_LOGIN_METHODS = {"username"}
+ACCOUNT_SIGNUP_FIELDS = ["username*", "password1*"]
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_LOGOUT_ON_GET = False
+SOCIALACCOUNT_ONLY = not PASSWORD_LOGIN_ENABLED
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_LOGIN_ON_GET = False
+SOCIALACCOUNT_STORE_TOKENS = False
+
+# A generic OpenID Connect provider (Keycloak, Dex, Authentik, ...).
+OIDC_SERVER_URL = env.str("OIDC_SERVER_URL", default="")
+SOCIALACCOUNT_PROVIDERS = {}
+if OIDC_SERVER_URL:
+    SOCIALACCOUNT_PROVIDERS["openid_connect"] = {
+        "OAUTH_PKCE_ENABLED": True,
+        "APPS": [
+            {
+                "provider_id": "sso",
+                "name": env.str("OIDC_PROVIDER_NAME", default="SSO"),
+                "client_id": env.str("OIDC_CLIENT_ID"),
+                "secret": secret("OIDC_CLIENT_SECRET"),
+                "settings": {"server_url": OIDC_SERVER_URL, "scope": ["openid", "profile", "email"]
+                             + env.list("OIDC_EXTRA_SCOPES", default=["groups"])},
+            }
+        ],
+    }
+# Group claims map to memberships: a group matching the pattern gives its `tenant` the `role`.
+SSO_GROUPS_CLAIM = env.str("SSO_GROUPS_CLAIM", default="groups")
+SSO_GROUP_PATTERN = env.str(
+    "SSO_GROUP_PATTERN",
+    default=r"^gpu-portal:(?P<tenant>[a-z0-9]([-a-z0-9]*[a-z0-9])?):(?P<role>admin|researcher|viewer)$",
+)
+SSO_PLATFORM_ADMIN_GROUP = env.str("SSO_PLATFORM_ADMIN_GROUP", default="gpu-portal:platform-admins")
+PORTAL_ADMIN_CONTACT = env.str("PORTAL_ADMIN_CONTACT", default="your platform administrators")

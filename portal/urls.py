@@ -1,0 +1,27 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from tenants import api as tenants_api
+from tenants import views as tenants_views
+
+from . import health
+
+router = DefaultRouter()
+router.register("tenants", tenants_api.TenantViewSet, basename="tenant")
+router.register(r"tenants/(?P<tenant_slug>[-a-z0-9]+)/members", tenants_api.MembershipViewSet,
+                basename="membership")
+router.register("audit-events", tenants_api.AuditEventViewSet, basename="audit-event")
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("", tenants_views.home, name="home"),
+    path("", include("tenants.urls")),
+    path("accounts/", include("allauth.urls")),
+    path("api/v1/", include(router.urls)),
+    path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("django-admin/", admin.site.urls),
+]

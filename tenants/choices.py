@@ -1,0 +1,23 @@
+from django.db import models
+
+
+class Role(models.TextChoices):
+    ADMIN = "admin", "Tenant admin"
+    RESEARCHER = "researcher", "Researcher"
+    VIEWER = "viewer", "Viewer"
+
+
+class TenantState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    ARCHIVED = "archived", "Archived"
+
+
+class SyncState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    IN_SYNC = "in_sync", "In sync"
+    ERROR = "error", "Error"
+
+
+class MembershipSource(models.TextChoices):
+    MANUAL = "manual", "Added in the portal"
+    SSO = "sso", "From SSO groups"

@@ -1,0 +1,224 @@
+"""Writes to tenants and memberships: validated, atomic, audited, reconciled after commit."""
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.forms.models import model_to_dict
+from django.utils import timezone
+
+from k8s_adapters.errors import K8sError
+from k8s_adapters.labels import MANAGED_BY, PORTAL, TENANT
+from k8s_adapters.quantity import to_decimal
+from portal.k8s import get_cluster
+from portal.reconcile import enqueue
+
+from .choices import MembershipSource, SyncState, TenantState
+from .models import AuditEvent, Membership, Tenant
+
+TENANT_FIELDS = [
+    "slug", "display_name", "state", "gpu_quota", "cpu_quota", "memory_quota_gib",
+    "storage_quota_gib", "pvc_quota", "max_running_jobs", "member_gpu_cap",
+    "endpoint_default_hours", "endpoint_max_hours", "queue_weight", "queue_deserved_gpus",
+    "queue_guarantee_gpus", "queue_reclaimable", "parent_queue",
+]
+
+# Other apps register callables tenant -> list of descriptions of what keeps it from being
+# archived (the jobs app lists its active jobs).
+archive_blockers = []
+
+
+def tenant_snapshot(tenant):
+    return model_to_dict(tenant, fields=TENANT_FIELDS)
+
+
+def record(actor, action, obj, *, tenant=None, before=None, after=None):
+    return AuditEvent.objects.create(
+        actor=actor if getattr(actor, "pk", None) else None,
+        actor_name=getattr(actor, "username", "") or "system",
+        action=action, tenant=tenant, object_type=type(obj).__name__,
+        object_repr=str(obj)[:200], before=before, after=after,
+    )
+
+
+def _reconcile(tenant):
+    from .tasks import reconcile_tenant
+
+    enqueue(reconcile_tenant, tenant.pk)
+
+
+# -- checks against the cluster -------------------------------------------------------------
+
+def _check_namespace_is_ours(tenant):
+    try:
+        namespace = get_cluster().get("v1", "Namespace", tenant.namespace)
+    except K8sError:
+        return  # unreachable now: the reconciler checks again and records what it finds
+    labels = (namespace or {}).get("metadata", {}).get("labels") or {}
+    if namespace and (labels.get(MANAGED_BY) != PORTAL or labels.get(TENANT) != tenant.slug):
+        raise ValidationError({"slug": (
+            f"The namespace '{tenant.namespace}' already exists in the cluster and is not "
+            f"managed by the portal for this tenant. Choose another slug.")})
+
+
+def cluster_gpus():
+    """Allocatable nvidia.com/gpu summed over all nodes, or None when the cluster can't say."""
+    try:
+        nodes = get_cluster().list("v1", "Node")
+    except K8sError:
+        return None
+    return int(sum(to_decimal(n.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", 0))
+                   for n in nodes))
+
+
+def _check_guarantees(tenant):
+    if not tenant.queue_guarantee_gpus:
+        return
+    others = (Tenant.objects.active().exclude(pk=tenant.pk)
+              .values_list("queue_guarantee_gpus", flat=True))
+    total = sum(others) + tenant.queue_guarantee_gpus
+    capacity = cluster_gpus()
+    if capacity is not None and total > capacity:
+        raise ValidationError({"queue_guarantee_gpus": (
+            f"Guarantees would add up to {total} GPUs but the cluster holds {capacity}; at most "
+            f"{max(capacity - sum(others), 0)} can be guaranteed to this tenant.")})
+
+
+QUOTA_CHECKS = [
+    ("gpu_quota", "requests.nvidia.com/gpu", lambda v: v, "GPUs"),
+    ("cpu_quota", "requests.cpu", lambda v: v, "CPU cores"),
+    ("memory_quota_gib", "requests.memory", lambda v: v / 1024**3, "GiB of memory"),
+    ("storage_quota_gib", "requests.storage", lambda v: v / 1024**3, "GiB of storage"),
+    ("pvc_quota", "persistentvolumeclaims", lambda v: v, "volumes"),
+]
+
+
+def current_usage(tenant):
+    """status.used of the tenant's ResourceQuota, fresh from the cluster when it answers."""
+    try:
+        quota = get_cluster().get("v1", "ResourceQuota", "gpu-portal", tenant.namespace)
+    except K8sError:
+        return tenant.observed_usage or {}
+    return ((quota or {}).get("status") or {}).get("used") or tenant.observed_usage or {}
+
+
+def _check_not_below_usage(tenant, before):
+    lowered = [row for row in QUOTA_CHECKS if getattr(tenant, row[0]) < before[row[0]]]
+    if not lowered:
+        return
+    used = current_usage(tenant)
+    errors = {}
+    for field, resource, scale, unit in lowered:
+        in_use = scale(to_decimal(used.get(resource, 0)))
+        if getattr(tenant, field) < in_use:
+            errors[field] = (f"Cannot lower below current usage: {in_use.normalize():f} {unit} "
+                             f"are in use now.")
+    if errors:
+        raise ValidationError(errors)
+
+
+# -- tenants ----------------------------------------------------------------------------------
+
+@transaction.atomic
+def create_tenant(*, actor, **fields):
+    tenant = Tenant(**fields)
+    tenant.full_clean()
+    _check_namespace_is_ours(tenant)
+    _check_guarantees(tenant)
+    tenant.save()
+    record(actor, "tenant.create", tenant, tenant=tenant, after=tenant_snapshot(tenant))
+    _reconcile(tenant)
+    return tenant
+
+
+@transaction.atomic
+def update_tenant(tenant, *, actor, **changes):
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if tenant.is_archived:
+        raise ValidationError("This tenant is archived; it cannot be changed.")
+    before = tenant_snapshot(tenant)
+    changes.pop("slug", None)  # the slug names cluster objects: it never changes
+    for name, value in changes.items():
+        setattr(tenant, name, value)
+    tenant.full_clean()
+    _check_not_below_usage(tenant, before)
+    _check_guarantees(tenant)
+    after = tenant_snapshot(tenant)
+    if after == before:
+        return tenant
+    tenant.sync_state = SyncState.PENDING
+    tenant.save()
+    record(actor, "tenant.update", tenant, tenant=tenant, before=before, after=after)
+    _reconcile(tenant)
+    return tenant
+
+
+def archive_blocked_by(tenant):
+    """Descriptions of what keeps this tenant from being archived (active jobs)."""
+    blockers = [item for check in archive_blockers for item in check(tenant)]
+    try:
+        vcjobs = get_cluster().list("batch.volcano.sh/v1alpha1", "Job", namespace=tenant.namespace)
+    except K8sError as exc:
+        raise ValidationError(f"Cannot check the tenant's jobs in the cluster: {exc}") from exc
+    done = {"Completed", "Failed", "Terminated", "Aborted"}
+    for job in vcjobs:
+        phase = ((job.get("status") or {}).get("state") or {}).get("phase") or "Pending"
+        name = f"Volcano job {job['metadata']['name']} ({phase})"
+        if phase not in done and name not in blockers:
+            blockers.append(name)
+    return sorted(set(blockers))
+
+
+@transaction.atomic
+def archive_tenant(tenant, *, actor):
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if tenant.is_archived:
+        return tenant
+    blockers = archive_blocked_by(tenant)
+    if blockers:
+        raise ValidationError(
+            f"Tenant {tenant.slug} still has {len(blockers)} active job(s): "
+            f"{', '.join(blockers)}. Cancel or finish them first.")
+    before = tenant_snapshot(tenant)
+    tenant.state = TenantState.ARCHIVED
+    tenant.archived_at = timezone.now()
+    tenant.sync_state = SyncState.PENDING
+    tenant.save(update_fields=["state", "archived_at", "sync_state"])
+    record(actor, "tenant.archive", tenant, tenant=tenant, before=before,
+           after=tenant_snapshot(tenant))
+    _reconcile(tenant)
+    return tenant
+
+
+# -- memberships ------------------------------------------------------------------------------
+
+def _membership_snapshot(membership):
+    return {"user": membership.user.username, "tenant": membership.tenant.slug,
+            "role": membership.role, "source": membership.source}
+
+
+@transaction.atomic
+def add_member(tenant, user, role, *, actor, source=MembershipSource.MANUAL):
+    if Membership.objects.filter(tenant=tenant, user=user).exists():
+        raise ValidationError({"user": f"{user.username} is already a member of {tenant.slug}."})
+    membership = Membership.objects.create(tenant=tenant, user=user, role=role, source=source)
+    record(actor, "membership.add", membership, tenant=tenant,
+           after=_membership_snapshot(membership))
+    return membership
+
+
+@transaction.atomic
+def change_member_role(membership, role, *, actor):
+    before = _membership_snapshot(membership)
+    if membership.role == role:
+        return membership
+    membership.role = role
+    membership.save(update_fields=["role"])
+    record(actor, "membership.change", membership, tenant=membership.tenant, before=before,
+           after=_membership_snapshot(membership))
+    return membership
+
+
+@transaction.atomic
+def remove_member(membership, *, actor):
+    before = _membership_snapshot(membership)
+    membership.delete()
+    record(actor, "membership.remove", membership, tenant=membership.tenant, before=before)

@@ -1,0 +1,73 @@
+"""Map identity-provider groups to tenant memberships, at every SSO login."""
+
+import re
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from .access import RANK
+from .choices import MembershipSource, Role
+from .models import Membership, Tenant
+from .services import record
+
+
+def roles_from_groups(groups, pattern):
+    """{tenant slug: role} for the groups matching the pattern; the highest role wins."""
+    compiled = re.compile(pattern)
+    roles = {}
+    for group in groups:
+        match = compiled.match(group)
+        if not match:
+            continue
+        tenant, role = match.group("tenant"), Role(match.group("role"))
+        if tenant not in roles or RANK[role] > RANK[roles[tenant]]:
+            roles[tenant] = role
+    return roles
+
+
+def groups_from_claims(extra_data, claim):
+    """The groups claim from the userinfo response and the ID token, merged."""
+    groups = set()
+    for source in ("userinfo", "id_token"):
+        value = (extra_data.get(source) or {}).get(claim) or []
+        groups.update([value] if isinstance(value, str) else value)
+    return sorted(groups)
+
+
+@transaction.atomic
+def apply_groups(user, groups):
+    """Make the user's SSO memberships and platform-admin flag match the groups.
+
+    Memberships added by hand in the portal are left alone; SSO ones follow the groups, so a
+    group removed in the identity provider removes the access at the next login.
+    """
+    user = get_user_model().objects.select_for_update().get(pk=user.pk)
+    desired = roles_from_groups(groups, settings.SSO_GROUP_PATTERN)
+    tenants = {t.slug: t for t in Tenant.objects.active().filter(slug__in=desired)}
+    current = {m.tenant.slug: m for m in Membership.objects.filter(user=user).select_related("tenant")}
+    for slug, membership in current.items():
+        if membership.source != MembershipSource.SSO:
+            continue
+        if slug not in tenants:
+            membership.delete()
+            record(None, "membership.remove", membership, tenant=membership.tenant,
+                   before={"user": user.username, "role": membership.role, "source": "sso"})
+        elif membership.role != desired[slug]:
+            before = {"user": user.username, "role": membership.role, "source": "sso"}
+            membership.role = desired[slug]
+            membership.save(update_fields=["role"])
+            record(None, "membership.change", membership, tenant=membership.tenant,
+                   before=before, after={**before, "role": membership.role})
+    for slug, tenant in tenants.items():
+        if slug not in current:
+            membership = Membership.objects.create(user=user, tenant=tenant, role=desired[slug],
+                                                   source=MembershipSource.SSO)
+            record(None, "membership.add", membership, tenant=tenant,
+                   after={"user": user.username, "role": membership.role, "source": "sso"})
+    is_admin = settings.SSO_PLATFORM_ADMIN_GROUP in groups
+    if user.is_staff != is_admin:
+        record(None, "user.platform_admin", user, before={"is_staff": user.is_staff},
+               after={"is_staff": is_admin})
+        user.is_staff = is_admin
+        user.save(update_fields=["is_staff"])

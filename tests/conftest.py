@@ -1,0 +1,89 @@
+"""Fixtures bound to real services: PostgreSQL (pytest-django's test database), Redis, the local
+kube-apiserver (started once per session if it is not running) and, where a test asks for one, a
+real Celery worker process."""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis as redis_lib
+from django.conf import settings
+
+from portal.celery import app as celery_app
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tasks_run_inline():
+    """By default a task runs in the process that enqueues it (still against the real API
+    server); tests that need the real queue use the `worker` fixture."""
+    celery_app.conf.task_always_eager = True
+    celery_app.conf.task_eager_propagates = True
+    redis_lib.Redis.from_url(settings.REDIS_URL).flushdb()
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    from portal.k8s import get_cluster
+
+    if not Path(settings.KUBECONFIG or "/nonexistent").exists() or not get_cluster().ready():
+        subprocess.run(["bash", str(ROOT / "hack" / "controlplane.sh"), "start"], check=True)
+        get_cluster.cache_clear()
+    cluster = get_cluster()
+    assert cluster.ready(), "the API server does not answer /readyz"
+    return cluster
+
+
+@pytest.fixture
+def namespace(cluster):
+    """A fresh namespace for one test, deleted afterwards."""
+    name = f"test-{uuid.uuid4().hex[:10]}"
+    cluster.apply_one({"apiVersion": "v1", "kind": "Namespace",
+                       "metadata": {"name": name, "labels": {"gpu-portal.io/test": "true"}}})
+    yield name
+    cluster.delete("v1", "Namespace", name)
+
+
+@pytest.fixture
+def redis(settings):
+    return redis_lib.Redis.from_url(settings.REDIS_URL)
+
+
+def _database_url():
+    db = settings.DATABASES["default"]
+    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def worker_process(django_db_setup, cluster, tmp_path_factory):
+    """A real Celery worker on the test database and a test Redis database."""
+    log_path = tmp_path_factory.mktemp("worker") / "worker.log"
+    env = {**os.environ, "DATABASE_URL": _database_url(), "REDIS_URL": settings.REDIS_URL,
+           "KUBECONFIG": settings.KUBECONFIG, "DEBUG": "true"}
+    handle = log_path.open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "portal", "worker", "-P", "solo",
+         "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"],
+        cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while "ready." not in log_path.read_text():
+        assert proc.poll() is None, f"the worker exited:\n{log_path.read_text()}"
+        assert time.monotonic() < deadline, f"the worker did not start:\n{log_path.read_text()}"
+        time.sleep(0.2)
+    yield proc
+    proc.terminate()
+    proc.wait(10)
+    handle.close()
+
+
+@pytest.fixture
+def worker(worker_process, transactional_db):
+    """Tasks go through Redis to the real worker for this test."""
+    celery_app.conf.task_always_eager = False
+    yield worker_process
+    celery_app.conf.task_always_eager = True

@@ -1,0 +1,144 @@
+"""The adapter against the real kube-apiserver with the upstream CRD schemas installed."""
+
+import pytest
+
+from k8s_adapters.client import Cluster, ObjectRef, load_api_client
+from k8s_adapters.errors import PermanentK8sError, TransientK8sError
+from k8s_adapters.labels import portal_labels
+
+VCJOB = "batch.volcano.sh/v1alpha1"
+
+
+def vcjob(namespace, name="train", replicas=2):
+    return {
+        "apiVersion": VCJOB,
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": portal_labels(job=name)},
+        "spec": {
+            "schedulerName": "volcano",
+            "queue": "default",
+            "minAvailable": 1,
+            "tasks": [{
+                "name": "worker",
+                "replicas": replicas,
+                "template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox:1.36",
+                                    "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+                }},
+            }],
+        },
+    }
+
+
+def configmap(namespace, name, labels=None, value="1"):
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+            "data": {"value": value}}
+
+
+def test_upstream_crds_and_cluster_objects_are_installed(cluster):
+    crds = {c["metadata"]["name"] for c in cluster.list("apiextensions.k8s.io/v1",
+                                                         "CustomResourceDefinition")}
+    assert {
+        "jobs.batch.volcano.sh", "queues.scheduling.volcano.sh", "podgroups.scheduling.volcano.sh",
+        "hypernodes.topology.volcano.sh", "network-attachment-definitions.k8s.cni.cncf.io",
+        "ippools.whereabouts.cni.cncf.io",
+    } <= crds
+    assert cluster.get("networking.k8s.io/v1", "IngressClass", "nginx") is not None
+    assert cluster.get("node.k8s.io/v1", "RuntimeClass", "nvidia")["handler"] == "nvidia"
+
+
+def test_api_server_rejects_a_malformed_volcano_job_with_the_schema_message(cluster, namespace):
+    bad = vcjob(namespace)
+    bad["spec"]["tasks"][0]["replicas"] = "two"
+    with pytest.raises(PermanentK8sError) as caught:
+        cluster.apply_one(bad)
+    assert ".spec.tasks[0].replicas: expected numeric" in caught.value.message
+    assert cluster.get(VCJOB, "Job", "train", namespace) is None
+
+
+def test_api_server_rejects_a_volcano_job_missing_a_required_field(cluster, namespace):
+    bad = vcjob(namespace)
+    del bad["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    with pytest.raises(PermanentK8sError) as caught:
+        cluster.apply_one(bad)
+    assert caught.value.status == 422
+    assert "spec.tasks[0].template.spec.containers: Required value" in caught.value.message
+    assert cluster.get(VCJOB, "Job", "train", namespace) is None
+
+
+def test_api_server_accepts_and_returns_a_valid_volcano_job(cluster, namespace):
+    cluster.apply_one(vcjob(namespace))
+    stored = cluster.get(VCJOB, "Job", "train", namespace)
+    task = stored["spec"]["tasks"][0]
+    assert task["replicas"] == 2
+    assert task["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert stored["spec"]["queue"] == "default"
+
+
+def test_dry_run_validates_without_persisting(cluster, namespace):
+    cluster.apply_one(vcjob(namespace), dry_run=True)
+    assert cluster.get(VCJOB, "Job", "train", namespace) is None
+
+
+def test_applying_the_same_manifests_twice_changes_nothing(cluster, namespace):
+    manifests = [configmap(namespace, "a"), vcjob(namespace)]
+    first = [obj["metadata"]["resourceVersion"] for obj in cluster.apply(manifests)]
+    second = [obj["metadata"]["resourceVersion"] for obj in cluster.apply(manifests)]
+    assert first == second
+
+
+def test_a_changed_manifest_updates_the_object(cluster, namespace):
+    cluster.apply_one(configmap(namespace, "a", value="1"))
+    cluster.apply_one(configmap(namespace, "a", value="2"))
+    assert cluster.get("v1", "ConfigMap", "a", namespace)["data"] == {"value": "2"}
+
+
+def test_apply_takes_over_fields_edited_by_hand(cluster, namespace):
+    cluster.apply_one(configmap(namespace, "a", value="1"))
+    hand = Cluster(cluster.api_client, field_manager="kubectl-edit")
+    hand.apply_one(configmap(namespace, "a", value="edited"))
+    cluster.apply_one(configmap(namespace, "a", value="1"))
+    assert cluster.get("v1", "ConfigMap", "a", namespace)["data"] == {"value": "1"}
+
+
+def test_prune_removes_labelled_objects_no_longer_desired_and_nothing_else(cluster, namespace):
+    ours = portal_labels(tenant="t1")
+    cluster.apply([
+        configmap(namespace, "keep", ours), configmap(namespace, "stale-1", ours),
+        configmap(namespace, "stale-2", ours), configmap(namespace, "foreign"),
+        configmap(namespace, "other-tenant", portal_labels(tenant="t2")),
+    ])
+    keep = {ObjectRef("v1", "ConfigMap", namespace, "keep")}
+    deleted = cluster.prune(labels=ours, keep=keep, kinds=[("v1", "ConfigMap")],
+                            namespace=namespace)
+    assert sorted(ref.name for ref in deleted) == ["stale-1", "stale-2"]
+    remaining = {c["metadata"]["name"] for c in cluster.list("v1", "ConfigMap", namespace=namespace)}
+    assert {"keep", "foreign", "other-tenant"} <= remaining
+    assert not {"stale-1", "stale-2"} & remaining
+
+
+def test_watch_reports_changes_after_a_listed_version(cluster, namespace):
+    _, version = cluster.list_with_version("v1", "ConfigMap", namespace=namespace)
+    cluster.apply_one(configmap(namespace, "watched", value="1"))
+    events = []
+    for kind, obj in cluster.watch("v1", "ConfigMap", namespace=namespace,
+                                   resource_version=version, timeout=5):
+        if kind != "BOOKMARK":
+            events.append((kind, obj["metadata"]["name"]))
+            break
+    assert events == [("ADDED", "watched")]
+
+
+def test_an_unreachable_api_server_is_a_transient_error(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "current-context: c\n")
+    unreachable = Cluster(load_api_client(kubeconfig))
+    unreachable.api_client.configuration.retries = 0
+    with pytest.raises(TransientK8sError):
+        unreachable.get("v1", "Namespace", "default")
+    assert unreachable.ready() is False
