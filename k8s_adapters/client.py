@@ -144,8 +144,14 @@ class Cluster:
             raise
         return True
 
-    def prune(self, *, labels: dict, keep: Iterable[ObjectRef], kinds: Iterable[tuple[str, str]],
-              namespace=None) -> list[ObjectRef]:
+    def prune(
+        self,
+        *,
+        labels: dict,
+        keep: Iterable[ObjectRef],
+        kinds: Iterable[tuple[str, str]],
+        namespace=None,
+    ) -> list[ObjectRef]:
         """Delete the objects of these kinds that carry these labels and are not kept."""
         keep = set(keep)
         deleted = []
@@ -186,8 +192,9 @@ class Cluster:
             item.setdefault("kind", kind)
         return items, result["metadata"].get("resourceVersion")
 
-    def watch(self, api_version, kind, *, resource_version, namespace=None, labels=None,
-              timeout=60) -> Iterator[tuple[str, dict]]:
+    def watch(
+        self, api_version, kind, *, resource_version, namespace=None, labels=None, timeout=60
+    ) -> Iterator[tuple[str, dict]]:
         """(event type, object) pairs after resource_version, for at most `timeout` seconds.
 
         A 410 Gone (the version is too old) raises PermanentK8sError with status 410: the

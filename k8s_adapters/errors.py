@@ -50,7 +50,8 @@ def translate(exc):
         body = getattr(exc, "body", None)
         message = _status_message(body, str(getattr(exc, "reason", exc)))
         transient = status in TRANSIENT_STATUSES and not any(
-            text in message for text in PERMANENT_MESSAGES)
+            text in message for text in PERMANENT_MESSAGES
+        )
         cls = TransientK8sError if transient else PermanentK8sError
         return cls(message, status=status, reason=getattr(exc, "reason", ""))
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError):

@@ -37,8 +37,12 @@ def build_node(node: SimulatedNode) -> dict:
 
 
 def build_node_status(node: SimulatedNode) -> dict:
-    resources = {"cpu": str(node.cpu), "memory": f"{node.memory_gib}Gi", "pods": "110",
-                 "nvidia.com/gpu": str(node.gpus)}
+    resources = {
+        "cpu": str(node.cpu),
+        "memory": f"{node.memory_gib}Gi",
+        "pods": "110",
+        "nvidia.com/gpu": str(node.gpus),
+    }
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -46,8 +50,13 @@ def build_node_status(node: SimulatedNode) -> dict:
         "status": {
             "capacity": resources,
             "allocatable": resources,
-            "conditions": [{"type": "Ready", "status": "True" if node.ready else "False",
-                            "reason": "KubeletReady" if node.ready else "KubeletNotReady",
-                            "message": "simulated node"}],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if node.ready else "False",
+                    "reason": "KubeletReady" if node.ready else "KubeletNotReady",
+                    "message": "simulated node",
+                }
+            ],
         },
     }

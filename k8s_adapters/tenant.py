@@ -107,5 +107,9 @@ def build_queue(spec: TenantSpec) -> dict:
 
 def build_tenant(spec: TenantSpec) -> list[dict]:
     """Every object a tenant owns, in the order they must be applied."""
-    return [build_namespace(spec), build_resource_quota(spec), build_limit_range(spec),
-            build_queue(spec)]
+    return [
+        build_namespace(spec),
+        build_resource_quota(spec),
+        build_limit_range(spec),
+        build_queue(spec),
+    ]

@@ -3,6 +3,7 @@
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions
+from rest_framework.exceptions import ErrorDetail
 from rest_framework.views import exception_handler as drf_handler
 
 
@@ -22,16 +23,24 @@ def _as_list(value):
     return [{"code": "invalid", "message": str(value)}]
 
 
+def _details(errors):
+    return [
+        ErrorDetail(message, code=error.code or "invalid")
+        for error in errors
+        for message in error.messages
+    ]
+
+
 def from_django(exc):
+    """A Django ValidationError (from a model's clean or a service) as DRF's, codes kept."""
     if hasattr(exc, "error_dict"):
-        details = {field: [{"code": e.code or "invalid", "message": m}
-                           for e in errors for m in e.messages]
-                   for field, errors in exc.error_dict.items()}
-        details = {("non_field_errors" if k == "__all__" else k): v for k, v in details.items()}
-    else:
-        details = [{"code": e.code or "invalid", "message": m}
-                   for e in exc.error_list for m in e.messages]
-    return exceptions.ValidationError(details)
+        return exceptions.ValidationError(
+            {
+                ("non_field_errors" if field == "__all__" else field): _details(errors)
+                for field, errors in exc.error_dict.items()
+            }
+        )
+    return exceptions.ValidationError(_details(exc.error_list))
 
 
 def exception_handler(exc, context):
@@ -45,6 +54,9 @@ def exception_handler(exc, context):
         first = next(iter(errors.values()))[0]["message"] if errors else "Invalid input."
         response.data = {"detail": first, "code": "invalid", "errors": errors}
     elif isinstance(exc, exceptions.APIException):
-        response.data = {"detail": str(exc.detail), "code": exc.get_codes() if isinstance(
-            exc.get_codes(), str) else "error", "errors": {}}
+        response.data = {
+            "detail": str(exc.detail),
+            "code": exc.get_codes() if isinstance(exc.get_codes(), str) else "error",
+            "errors": {},
+        }
     return response

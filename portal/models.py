@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-TOKEN_PREFIX = "gpp_"
+TOKEN_PREFIX = "gpp_"  # noqa: S105  (a prefix, not a secret)
 
 
 def hash_token(raw):
@@ -16,14 +16,16 @@ class ApiTokenQuerySet(models.QuerySet):
     def usable(self):
         now = timezone.now()
         return self.filter(revoked_at__isnull=True).filter(
-            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
+        )
 
 
 class ApiToken(models.Model):
     """A personal API token. Only its hash is stored; the token is shown once at creation."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
-                             related_name="api_tokens")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
     name = models.CharField(max_length=100)
     key_id = models.CharField(max_length=16, unique=True)
     token_hash = models.CharField(max_length=64)
@@ -45,6 +47,7 @@ class ApiToken(models.Model):
         """Create a token; returns (token, raw secret to show once)."""
         key_id = secrets.token_hex(6)
         raw = f"{TOKEN_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
-        token = cls.objects.create(user=user, name=name, key_id=key_id,
-                                   token_hash=hash_token(raw), expires_at=expires_at)
+        token = cls.objects.create(
+            user=user, name=name, key_id=key_id, token_hash=hash_token(raw), expires_at=expires_at
+        )
         return token, raw

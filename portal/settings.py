@@ -89,11 +89,7 @@ TEMPLATES = [
 ]
 
 # The local development services started by `make run` / `make test` (hack/services.sh).
-DATABASES = {
-    "default": env.db(
-        "DATABASE_URL", default="postgres://portal@127.0.0.1:54329/portal"
-    )
-}
+DATABASES = {"default": env.db("DATABASE_URL", default="postgres://portal@127.0.0.1:54329/portal")}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -209,8 +205,11 @@ if OIDC_SERVER_URL:
                 "name": env.str("OIDC_PROVIDER_NAME", default="SSO"),
                 "client_id": env.str("OIDC_CLIENT_ID"),
                 "secret": secret("OIDC_CLIENT_SECRET"),
-                "settings": {"server_url": OIDC_SERVER_URL, "scope": ["openid", "profile", "email"]
-                             + env.list("OIDC_EXTRA_SCOPES", default=["groups"])},
+                "settings": {
+                    "server_url": OIDC_SERVER_URL,
+                    "scope": ["openid", "profile", "email"]
+                    + env.list("OIDC_EXTRA_SCOPES", default=["groups"]),
+                },
             }
         ],
     }

@@ -10,8 +10,11 @@ from . import health
 
 router = DefaultRouter()
 router.register("tenants", tenants_api.TenantViewSet, basename="tenant")
-router.register(r"tenants/(?P<tenant_slug>[-a-z0-9]+)/members", tenants_api.MembershipViewSet,
-                basename="membership")
+router.register(
+    r"tenants/(?P<tenant_slug>[-a-z0-9]+)/members",
+    tenants_api.MembershipViewSet,
+    basename="membership",
+)
 router.register("audit-events", tenants_api.AuditEventViewSet, basename="audit-event")
 
 urlpatterns = [

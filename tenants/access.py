@@ -26,8 +26,9 @@ def get_tenant_for_user(user, slug, *, role=Role.VIEWER):
 def get_membership_for_user(user, slug, membership_id):
     """A membership of a tenant the user administers."""
     tenant = get_tenant_for_user(user, slug, role=Role.ADMIN)
-    return get_object_or_404(Membership.objects.select_related("user", "tenant"),
-                             tenant=tenant, pk=membership_id)
+    return get_object_or_404(
+        Membership.objects.select_related("user", "tenant"), tenant=tenant, pk=membership_id
+    )
 
 
 def require_platform_admin(user):

@@ -1,6 +1,5 @@
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, viewsets
+from rest_framework import mixins, permissions, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -12,8 +11,13 @@ from .models import AuditEvent, Membership, Tenant
 from .serializers import AuditEventSerializer, MembershipSerializer, TenantSerializer
 
 
-class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                    mixins.UpdateModelMixin, viewsets.GenericViewSet):
+class TenantViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    viewsets.GenericViewSet,
+):
     """Tenants with their quota, queue and sync status. Writes are for platform admins."""
 
     serializer_class = TenantSerializer
@@ -27,19 +31,22 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cre
 
     def perform_create(self, serializer):
         require_platform_admin(self.request.user)
-        serializer.instance = services.create_tenant(actor=self.request.user,
-                                                     **serializer.validated_data)
+        serializer.instance = services.create_tenant(
+            actor=self.request.user, **serializer.validated_data
+        )
 
     def perform_update(self, serializer):
         require_platform_admin(self.request.user)
-        serializer.instance = services.update_tenant(serializer.instance, actor=self.request.user,
-                                                     **serializer.validated_data)
+        serializer.instance = services.update_tenant(
+            serializer.instance, actor=self.request.user, **serializer.validated_data
+        )
 
     @extend_schema(request=None, responses=TenantSerializer)
     @action(detail=True, methods=["post"])
     def archive(self, request, slug=None):
+        tenant = self.get_object()
         require_platform_admin(request.user)
-        tenant = services.archive_tenant(self.get_object(), actor=request.user)
+        tenant = services.archive_tenant(tenant, actor=request.user)
         return Response(TenantSerializer(tenant).data)
 
 
@@ -49,35 +56,42 @@ class MembershipViewSet(viewsets.ModelViewSet):
     serializer_class = MembershipSerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
-    def tenant(self, role=Role.VIEWER):
-        return get_tenant_for_user(self.request.user, self.kwargs["tenant_slug"], role=role)
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        # The tenant is resolved before any input is read: 404 for outsiders, 403 for too low a
+        # role, whatever the request body says.
+        write = request.method not in permissions.SAFE_METHODS
+        self.tenant = get_tenant_for_user(
+            request.user, kwargs["tenant_slug"], role=Role.ADMIN if write else Role.VIEWER
+        )
 
     def get_queryset(self):
-        return Membership.objects.filter(tenant=self.tenant()).select_related("user", "tenant")
-
-    def get_object(self):
-        tenant = self.tenant(Role.ADMIN if self.request.method not in ("GET", "HEAD") else Role.VIEWER)
-        return get_object_or_404(Membership.objects.select_related("user", "tenant"),
-                                 tenant=tenant, pk=self.kwargs["pk"])
+        return Membership.objects.filter(tenant=self.tenant).select_related("user", "tenant")
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = services.add_member(self.tenant(Role.ADMIN), data["user"],
-                                                  data["role"], actor=self.request.user)
+        serializer.instance = services.add_member(
+            self.tenant, data["user"], data["role"], actor=self.request.user
+        )
 
     def perform_update(self, serializer):
         role = serializer.validated_data.get("role", serializer.instance.role)
-        serializer.instance = services.change_member_role(serializer.instance, role,
-                                                          actor=self.request.user)
+        serializer.instance = services.change_member_role(
+            serializer.instance, role, actor=self.request.user
+        )
 
     def perform_destroy(self, instance):
         services.remove_member(instance, actor=self.request.user)
 
 
-@extend_schema(parameters=[
-    OpenApiParameter("tenant", str), OpenApiParameter("actor", str),
-    OpenApiParameter("action", str), OpenApiParameter("since", str, description="YYYY-MM-DD"),
-])
+@extend_schema(
+    parameters=[
+        OpenApiParameter("tenant", str),
+        OpenApiParameter("actor", str),
+        OpenApiParameter("action", str),
+        OpenApiParameter("since", str, description="YYYY-MM-DD"),
+    ]
+)
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
     """The audit log, for platform admins."""
 
@@ -85,9 +99,7 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         require_platform_admin(self.request.user)
-        events, _ = filter_audit(AuditEvent.objects.select_related("tenant"),
-                                 self.request.query_params)
+        events, _ = filter_audit(
+            AuditEvent.objects.select_related("tenant"), self.request.query_params
+        )
         return events
-
-
-

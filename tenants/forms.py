@@ -5,11 +5,21 @@ from .choices import Role
 from .models import Tenant
 
 QUOTA_FIELDS = [
-    "gpu_quota", "cpu_quota", "memory_quota_gib", "storage_quota_gib", "pvc_quota",
-    "max_running_jobs", "member_gpu_cap", "endpoint_default_hours", "endpoint_max_hours",
+    "gpu_quota",
+    "cpu_quota",
+    "memory_quota_gib",
+    "storage_quota_gib",
+    "pvc_quota",
+    "max_running_jobs",
+    "member_gpu_cap",
+    "endpoint_default_hours",
+    "endpoint_max_hours",
 ]
 QUEUE_FIELDS = [
-    "queue_weight", "queue_deserved_gpus", "queue_guarantee_gpus", "queue_reclaimable",
+    "queue_weight",
+    "queue_deserved_gpus",
+    "queue_guarantee_gpus",
+    "queue_reclaimable",
     "parent_queue",
 ]
 
@@ -37,7 +47,8 @@ class AddMemberForm(forms.Form):
         user = get_user_model().objects.filter(username=username, is_active=True).first()
         if user is None:
             raise forms.ValidationError(
-                f"No user '{username}'. People appear here after their first sign-in.")
+                f"No user '{username}'. People appear here after their first sign-in."
+            )
         return user
 
 

@@ -14,11 +14,30 @@ class TenantSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Tenant
-        fields = ["slug", "display_name", "state", "namespace", "queue", *QUOTA_FIELDS,
-                  *QUEUE_FIELDS, "sync_state", "sync_message", "synced_at", "observed_usage",
-                  "created_at", "archived_at"]
-        read_only_fields = ["state", "sync_state", "sync_message", "synced_at", "observed_usage",
-                            "created_at", "archived_at"]
+        fields = [
+            "slug",
+            "display_name",
+            "state",
+            "namespace",
+            "queue",
+            *QUOTA_FIELDS,
+            *QUEUE_FIELDS,
+            "sync_state",
+            "sync_message",
+            "synced_at",
+            "observed_usage",
+            "created_at",
+            "archived_at",
+        ]
+        read_only_fields = [
+            "state",
+            "sync_state",
+            "sync_message",
+            "synced_at",
+            "observed_usage",
+            "created_at",
+            "archived_at",
+        ]
         extra_kwargs = {"slug": {"validators": []}}  # uniqueness: model.full_clean in the service
 
     def get_fields(self):
@@ -30,7 +49,10 @@ class TenantSerializer(serializers.ModelSerializer):
 
 class MembershipSerializer(serializers.ModelSerializer):
     username = serializers.SlugRelatedField(
-        source="user", slug_field="username", queryset=get_user_model().objects.filter(is_active=True))
+        source="user",
+        slug_field="username",
+        queryset=get_user_model().objects.filter(is_active=True),
+    )
     role = serializers.ChoiceField(choices=Role.choices)
 
     class Meta:
@@ -50,5 +72,14 @@ class AuditEventSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = AuditEvent
-        fields = ["id", "created_at", "actor_name", "action", "tenant", "object_type",
-                  "object_repr", "before", "after"]
+        fields = [
+            "id",
+            "created_at",
+            "actor_name",
+            "action",
+            "tenant",
+            "object_type",
+            "object_repr",
+            "before",
+            "after",
+        ]

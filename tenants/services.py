@@ -15,10 +15,23 @@ from .choices import MembershipSource, SyncState, TenantState
 from .models import AuditEvent, Membership, Tenant
 
 TENANT_FIELDS = [
-    "slug", "display_name", "state", "gpu_quota", "cpu_quota", "memory_quota_gib",
-    "storage_quota_gib", "pvc_quota", "max_running_jobs", "member_gpu_cap",
-    "endpoint_default_hours", "endpoint_max_hours", "queue_weight", "queue_deserved_gpus",
-    "queue_guarantee_gpus", "queue_reclaimable", "parent_queue",
+    "slug",
+    "display_name",
+    "state",
+    "gpu_quota",
+    "cpu_quota",
+    "memory_quota_gib",
+    "storage_quota_gib",
+    "pvc_quota",
+    "max_running_jobs",
+    "member_gpu_cap",
+    "endpoint_default_hours",
+    "endpoint_max_hours",
+    "queue_weight",
+    "queue_deserved_gpus",
+    "queue_guarantee_gpus",
+    "queue_reclaimable",
+    "parent_queue",
 ]
 
 # Other apps register callables tenant -> list of descriptions of what keeps it from being
@@ -34,8 +47,12 @@ def record(actor, action, obj, *, tenant=None, before=None, after=None):
     return AuditEvent.objects.create(
         actor=actor if getattr(actor, "pk", None) else None,
         actor_name=getattr(actor, "username", "") or "system",
-        action=action, tenant=tenant, object_type=type(obj).__name__,
-        object_repr=str(obj)[:200], before=before, after=after,
+        action=action,
+        tenant=tenant,
+        object_type=type(obj).__name__,
+        object_repr=str(obj)[:200],
+        before=before,
+        after=after,
     )
 
 
@@ -47,6 +64,7 @@ def _reconcile(tenant):
 
 # -- checks against the cluster -------------------------------------------------------------
 
+
 def _check_namespace_is_ours(tenant):
     try:
         namespace = get_cluster().get("v1", "Namespace", tenant.namespace)
@@ -54,9 +72,14 @@ def _check_namespace_is_ours(tenant):
         return  # unreachable now: the reconciler checks again and records what it finds
     labels = (namespace or {}).get("metadata", {}).get("labels") or {}
     if namespace and (labels.get(MANAGED_BY) != PORTAL or labels.get(TENANT) != tenant.slug):
-        raise ValidationError({"slug": (
-            f"The namespace '{tenant.namespace}' already exists in the cluster and is not "
-            f"managed by the portal for this tenant. Choose another slug.")})
+        raise ValidationError(
+            {
+                "slug": (
+                    f"The namespace '{tenant.namespace}' already exists in the cluster and is not "
+                    f"managed by the portal for this tenant. Choose another slug."
+                )
+            }
+        )
 
 
 def cluster_gpus():
@@ -65,21 +88,32 @@ def cluster_gpus():
         nodes = get_cluster().list("v1", "Node")
     except K8sError:
         return None
-    return int(sum(to_decimal(n.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", 0))
-                   for n in nodes))
+    return int(
+        sum(
+            to_decimal(n.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", 0))
+            for n in nodes
+        )
+    )
 
 
 def _check_guarantees(tenant):
     if not tenant.queue_guarantee_gpus:
         return
-    others = (Tenant.objects.active().exclude(pk=tenant.pk)
-              .values_list("queue_guarantee_gpus", flat=True))
+    others = (
+        Tenant.objects.active().exclude(pk=tenant.pk).values_list("queue_guarantee_gpus", flat=True)
+    )
     total = sum(others) + tenant.queue_guarantee_gpus
     capacity = cluster_gpus()
     if capacity is not None and total > capacity:
-        raise ValidationError({"queue_guarantee_gpus": (
-            f"Guarantees would add up to {total} GPUs but the cluster holds {capacity}; at most "
-            f"{max(capacity - sum(others), 0)} can be guaranteed to this tenant.")})
+        raise ValidationError(
+            {
+                "queue_guarantee_gpus": (
+                    f"Guarantees would add up to {total} GPUs but the cluster holds {capacity}; "
+                    "at most "
+                    f"{max(capacity - sum(others), 0)} can be guaranteed to this tenant."
+                )
+            }
+        )
 
 
 QUOTA_CHECKS = [
@@ -109,13 +143,15 @@ def _check_not_below_usage(tenant, before):
     for field, resource, scale, unit in lowered:
         in_use = scale(to_decimal(used.get(resource, 0)))
         if getattr(tenant, field) < in_use:
-            errors[field] = (f"Cannot lower below current usage: {in_use.normalize():f} {unit} "
-                             f"are in use now.")
+            errors[field] = (
+                f"Cannot lower below current usage: {in_use.normalize():f} {unit} are in use now."
+            )
     if errors:
         raise ValidationError(errors)
 
 
 # -- tenants ----------------------------------------------------------------------------------
+
 
 @transaction.atomic
 def create_tenant(*, actor, **fields):
@@ -176,23 +212,30 @@ def archive_tenant(tenant, *, actor):
     if blockers:
         raise ValidationError(
             f"Tenant {tenant.slug} still has {len(blockers)} active job(s): "
-            f"{', '.join(blockers)}. Cancel or finish them first.")
+            f"{', '.join(blockers)}. Cancel or finish them first."
+        )
     before = tenant_snapshot(tenant)
     tenant.state = TenantState.ARCHIVED
     tenant.archived_at = timezone.now()
     tenant.sync_state = SyncState.PENDING
     tenant.save(update_fields=["state", "archived_at", "sync_state"])
-    record(actor, "tenant.archive", tenant, tenant=tenant, before=before,
-           after=tenant_snapshot(tenant))
+    record(
+        actor, "tenant.archive", tenant, tenant=tenant, before=before, after=tenant_snapshot(tenant)
+    )
     _reconcile(tenant)
     return tenant
 
 
 # -- memberships ------------------------------------------------------------------------------
 
+
 def _membership_snapshot(membership):
-    return {"user": membership.user.username, "tenant": membership.tenant.slug,
-            "role": membership.role, "source": membership.source}
+    return {
+        "user": membership.user.username,
+        "tenant": membership.tenant.slug,
+        "role": membership.role,
+        "source": membership.source,
+    }
 
 
 @transaction.atomic
@@ -200,8 +243,9 @@ def add_member(tenant, user, role, *, actor, source=MembershipSource.MANUAL):
     if Membership.objects.filter(tenant=tenant, user=user).exists():
         raise ValidationError({"user": f"{user.username} is already a member of {tenant.slug}."})
     membership = Membership.objects.create(tenant=tenant, user=user, role=role, source=source)
-    record(actor, "membership.add", membership, tenant=tenant,
-           after=_membership_snapshot(membership))
+    record(
+        actor, "membership.add", membership, tenant=tenant, after=_membership_snapshot(membership)
+    )
     return membership
 
 
@@ -212,8 +256,14 @@ def change_member_role(membership, role, *, actor):
         return membership
     membership.role = role
     membership.save(update_fields=["role"])
-    record(actor, "membership.change", membership, tenant=membership.tenant, before=before,
-           after=_membership_snapshot(membership))
+    record(
+        actor,
+        "membership.change",
+        membership,
+        tenant=membership.tenant,
+        before=before,
+        after=_membership_snapshot(membership),
+    )
     return membership
 
 

@@ -45,29 +45,53 @@ def apply_groups(user, groups):
     user = get_user_model().objects.select_for_update().get(pk=user.pk)
     desired = roles_from_groups(groups, settings.SSO_GROUP_PATTERN)
     tenants = {t.slug: t for t in Tenant.objects.active().filter(slug__in=desired)}
-    current = {m.tenant.slug: m for m in Membership.objects.filter(user=user).select_related("tenant")}
+    current = {
+        m.tenant.slug: m for m in Membership.objects.filter(user=user).select_related("tenant")
+    }
     for slug, membership in current.items():
         if membership.source != MembershipSource.SSO:
             continue
         if slug not in tenants:
             membership.delete()
-            record(None, "membership.remove", membership, tenant=membership.tenant,
-                   before={"user": user.username, "role": membership.role, "source": "sso"})
+            record(
+                None,
+                "membership.remove",
+                membership,
+                tenant=membership.tenant,
+                before={"user": user.username, "role": membership.role, "source": "sso"},
+            )
         elif membership.role != desired[slug]:
             before = {"user": user.username, "role": membership.role, "source": "sso"}
             membership.role = desired[slug]
             membership.save(update_fields=["role"])
-            record(None, "membership.change", membership, tenant=membership.tenant,
-                   before=before, after={**before, "role": membership.role})
+            record(
+                None,
+                "membership.change",
+                membership,
+                tenant=membership.tenant,
+                before=before,
+                after={**before, "role": membership.role},
+            )
     for slug, tenant in tenants.items():
         if slug not in current:
-            membership = Membership.objects.create(user=user, tenant=tenant, role=desired[slug],
-                                                   source=MembershipSource.SSO)
-            record(None, "membership.add", membership, tenant=tenant,
-                   after={"user": user.username, "role": membership.role, "source": "sso"})
+            membership = Membership.objects.create(
+                user=user, tenant=tenant, role=desired[slug], source=MembershipSource.SSO
+            )
+            record(
+                None,
+                "membership.add",
+                membership,
+                tenant=tenant,
+                after={"user": user.username, "role": membership.role, "source": "sso"},
+            )
     is_admin = settings.SSO_PLATFORM_ADMIN_GROUP in groups
     if user.is_staff != is_admin:
-        record(None, "user.platform_admin", user, before={"is_staff": user.is_staff},
-               after={"is_staff": is_admin})
+        record(
+            None,
+            "user.platform_admin",
+            user,
+            before={"is_staff": user.is_staff},
+            after={"is_staff": is_admin},
+        )
         user.is_staff = is_admin
         user.save(update_fields=["is_staff"])

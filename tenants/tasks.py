@@ -16,8 +16,13 @@ from .choices import SyncState
 from .models import Tenant
 
 log = logging.getLogger(__name__)
-RETRY = {"autoretry_for": (TransientK8sError,), "retry_backoff": 2, "retry_backoff_max": 60,
-         "retry_jitter": True, "max_retries": None}
+RETRY = {
+    "autoretry_for": (TransientK8sError,),
+    "retry_backoff": 2,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+    "max_retries": None,
+}
 
 
 @shared_task(name="tenants.reconcile_tenant", ignore_result=True, **RETRY)
@@ -47,12 +52,16 @@ def _apply(tenant):
     labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
     if namespace and (labels.get(MANAGED_BY) != PORTAL or labels.get(TENANT) != tenant.slug):
         raise PermanentK8sError(
-            f"namespace {tenant.namespace} exists and is not managed by the portal for this tenant")
+            f"namespace {tenant.namespace} exists and is not managed by the portal for this tenant"
+        )
     desired = build_tenant(tenant.to_spec())
     cluster.apply(desired)
-    cluster.prune(labels=portal_labels(tenant=tenant.slug, component="tenant"),
-                  keep={ObjectRef.of(m) for m in desired}, kinds=NAMESPACED_KINDS,
-                  namespace=tenant.namespace)
+    cluster.prune(
+        labels=portal_labels(tenant=tenant.slug, component="tenant"),
+        keep={ObjectRef.of(m) for m in desired},
+        kinds=NAMESPACED_KINDS,
+        namespace=tenant.namespace,
+    )
     quota = cluster.get("v1", "ResourceQuota", "gpu-portal", tenant.namespace) or {}
     return (quota.get("status") or {}).get("used") or {}
 

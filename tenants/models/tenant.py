@@ -36,49 +36,79 @@ def _limit(upper):
 
 class Tenant(models.Model):
     slug = models.CharField(
-        max_length=c.SLUG_MAX_LENGTH, unique=True, validators=[_slug],
+        max_length=c.SLUG_MAX_LENGTH,
+        unique=True,
+        validators=[_slug],
         help_text="Lowercase letters, digits and '-'. Names the namespace and the Volcano queue.",
     )
     display_name = models.CharField(max_length=200)
     state = models.CharField(max_length=16, choices=TenantState, default=TenantState.ACTIVE)
 
-    gpu_quota = models.PositiveIntegerField("GPUs", default=0, validators=_limit(c.MAX_GPUS),
-                                            help_text="requests.nvidia.com/gpu: the most the tenant may hold.")
+    gpu_quota = models.PositiveIntegerField(
+        "GPUs",
+        default=0,
+        validators=_limit(c.MAX_GPUS),
+        help_text="requests.nvidia.com/gpu: the most the tenant may hold.",
+    )
     cpu_quota = models.PositiveIntegerField("CPU cores", default=64, validators=_limit(c.MAX_CPU))
     memory_quota_gib = models.PositiveIntegerField(
-        "Memory (GiB)", default=512, validators=_limit(c.MAX_MEMORY_GIB))
+        "Memory (GiB)", default=512, validators=_limit(c.MAX_MEMORY_GIB)
+    )
     storage_quota_gib = models.PositiveIntegerField(
-        "Storage (GiB)", default=1024, validators=_limit(c.MAX_STORAGE_GIB))
-    pvc_quota = models.PositiveIntegerField("Volumes (PVCs)", default=50, validators=_limit(c.MAX_PVCS))
+        "Storage (GiB)", default=1024, validators=_limit(c.MAX_STORAGE_GIB)
+    )
+    pvc_quota = models.PositiveIntegerField(
+        "Volumes (PVCs)", default=50, validators=_limit(c.MAX_PVCS)
+    )
     max_running_jobs = models.PositiveIntegerField(
-        default=20, validators=[MinValueValidator(1), MaxValueValidator(c.MAX_RUNNING_JOBS)])
+        default=20, validators=[MinValueValidator(1), MaxValueValidator(c.MAX_RUNNING_JOBS)]
+    )
     member_gpu_cap = models.PositiveIntegerField(
-        "GPUs per member", null=True, blank=True, validators=_limit(c.MAX_GPUS),
-        help_text="Optional: the most GPUs one member may hold, inside the tenant's quota.")
+        "GPUs per member",
+        null=True,
+        blank=True,
+        validators=_limit(c.MAX_GPUS),
+        help_text="Optional: the most GPUs one member may hold, inside the tenant's quota.",
+    )
     endpoint_default_hours = models.PositiveIntegerField(
-        default=8, validators=[MinValueValidator(1), MaxValueValidator(c.MAX_ENDPOINT_HOURS)])
+        default=8, validators=[MinValueValidator(1), MaxValueValidator(c.MAX_ENDPOINT_HOURS)]
+    )
     endpoint_max_hours = models.PositiveIntegerField(
-        default=72, validators=[MinValueValidator(1), MaxValueValidator(c.MAX_ENDPOINT_HOURS)])
+        default=72, validators=[MinValueValidator(1), MaxValueValidator(c.MAX_ENDPOINT_HOURS)]
+    )
 
     queue_weight = models.PositiveIntegerField(
-        default=1, validators=[MinValueValidator(1), MaxValueValidator(65535)])
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(65535)]
+    )
     queue_deserved_gpus = models.PositiveIntegerField(
-        "Deserved GPUs", null=True, blank=True, validators=_limit(c.MAX_GPUS),
-        help_text="Fair share; empty means the whole quota. Idle GPUs above it can be borrowed.")
+        "Deserved GPUs",
+        null=True,
+        blank=True,
+        validators=_limit(c.MAX_GPUS),
+        help_text="Fair share; empty means the whole quota. Idle GPUs above it can be borrowed.",
+    )
     queue_guarantee_gpus = models.PositiveIntegerField(
-        "Guaranteed GPUs", default=0, validators=_limit(c.MAX_GPUS),
-        help_text="Reserved for this tenant even when idle.")
+        "Guaranteed GPUs",
+        default=0,
+        validators=_limit(c.MAX_GPUS),
+        help_text="Reserved for this tenant even when idle.",
+    )
     queue_reclaimable = models.BooleanField(
-        default=True, help_text="GPUs this tenant borrows can be reclaimed by others.")
+        default=True, help_text="GPUs this tenant borrows can be reclaimed by others."
+    )
     parent_queue = models.CharField(
-        max_length=63, blank=True, validators=[validate_dns1123_label],
-        help_text="Optional parent Volcano queue (a department) for hierarchical queues.")
+        max_length=63,
+        blank=True,
+        validators=[validate_dns1123_label],
+        help_text="Optional parent Volcano queue (a department) for hierarchical queues.",
+    )
 
     sync_state = models.CharField(max_length=16, choices=SyncState, default=SyncState.PENDING)
     sync_message = models.TextField(blank=True)
     synced_at = models.DateTimeField(null=True, blank=True)
-    observed_usage = models.JSONField(default=dict, blank=True,
-                                      help_text="status.used of the tenant's ResourceQuota.")
+    observed_usage = models.JSONField(
+        default=dict, blank=True, help_text="status.used of the tenant's ResourceQuota."
+    )
 
     created_at = models.DateTimeField(auto_now_add=True)
     archived_at = models.DateTimeField(null=True, blank=True)
@@ -111,18 +141,23 @@ class Tenant(models.Model):
         deserved = self.gpu_quota if self.queue_deserved_gpus is None else self.queue_deserved_gpus
         if deserved > self.gpu_quota:
             errors["queue_deserved_gpus"] = (
-                f"Deserved ({deserved}) cannot exceed the GPU quota ({self.gpu_quota}).")
+                f"Deserved ({deserved}) cannot exceed the GPU quota ({self.gpu_quota})."
+            )
         if self.queue_guarantee_gpus > deserved:
             errors["queue_guarantee_gpus"] = (
-                f"Guaranteed GPUs ({self.queue_guarantee_gpus}) cannot exceed deserved ({deserved}).")
+                f"Guaranteed GPUs ({self.queue_guarantee_gpus}) cannot exceed deserved "
+                f"({deserved})."
+            )
         if self.member_gpu_cap is not None and self.member_gpu_cap > self.gpu_quota:
             errors["member_gpu_cap"] = (
                 f"The per-member cap ({self.member_gpu_cap}) cannot exceed the GPU quota "
-                f"({self.gpu_quota}).")
+                f"({self.gpu_quota})."
+            )
         if self.endpoint_default_hours > self.endpoint_max_hours:
             errors["endpoint_default_hours"] = (
                 f"The default lifetime ({self.endpoint_default_hours} h) cannot exceed the "
-                f"maximum ({self.endpoint_max_hours} h).")
+                f"maximum ({self.endpoint_max_hours} h)."
+            )
         if self.parent_queue in {"default", self.queue_name}:
             errors["parent_queue"] = f"'{self.parent_queue}' cannot be a parent queue here."
         if errors:
@@ -137,12 +172,20 @@ class Tenant(models.Model):
 
     def to_spec(self) -> TenantSpec:
         return TenantSpec(
-            slug=self.slug, namespace=self.namespace, queue=self.queue_name,
-            display_name=self.display_name, gpus=self.gpu_quota, cpu=self.cpu_quota,
-            memory_gib=self.memory_quota_gib, storage_gib=self.storage_quota_gib,
-            pvcs=self.pvc_quota, queue_weight=self.queue_weight,
-            deserved_gpus=self.queue_deserved_gpus, guarantee_gpus=self.queue_guarantee_gpus,
-            reclaimable=self.queue_reclaimable, parent_queue=self.parent_queue or None,
+            slug=self.slug,
+            namespace=self.namespace,
+            queue=self.queue_name,
+            display_name=self.display_name,
+            gpus=self.gpu_quota,
+            cpu=self.cpu_quota,
+            memory_gib=self.memory_quota_gib,
+            storage_gib=self.storage_quota_gib,
+            pvcs=self.pvc_quota,
+            queue_weight=self.queue_weight,
+            deserved_gpus=self.queue_deserved_gpus,
+            guarantee_gpus=self.queue_guarantee_gpus,
+            reclaimable=self.queue_reclaimable,
+            parent_queue=self.parent_queue or None,
         )
 
     @property
@@ -153,9 +196,29 @@ class Tenant(models.Model):
         """(label, resource name, hard, used) for the usage-against-quota table."""
         used = self.observed_usage or {}
         return [
-            ("GPUs", "requests.nvidia.com/gpu", self.gpu_quota, used.get("requests.nvidia.com/gpu", "0")),
+            (
+                "GPUs",
+                "requests.nvidia.com/gpu",
+                self.gpu_quota,
+                used.get("requests.nvidia.com/gpu", "0"),
+            ),
             ("CPU cores", "requests.cpu", self.cpu_quota, used.get("requests.cpu", "0")),
-            ("Memory", "requests.memory", f"{self.memory_quota_gib}Gi", used.get("requests.memory", "0")),
-            ("Storage", "requests.storage", f"{self.storage_quota_gib}Gi", used.get("requests.storage", "0")),
-            ("Volumes", "persistentvolumeclaims", self.pvc_quota, used.get("persistentvolumeclaims", "0")),
+            (
+                "Memory",
+                "requests.memory",
+                f"{self.memory_quota_gib}Gi",
+                used.get("requests.memory", "0"),
+            ),
+            (
+                "Storage",
+                "requests.storage",
+                f"{self.storage_quota_gib}Gi",
+                used.get("requests.storage", "0"),
+            ),
+            (
+                "Volumes",
+                "persistentvolumeclaims",
+                self.pvc_quota,
+                used.get("persistentvolumeclaims", "0"),
+            ),
         ]

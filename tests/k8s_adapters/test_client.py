@@ -18,31 +18,48 @@ def vcjob(namespace, name="train", replicas=2):
             "schedulerName": "volcano",
             "queue": "default",
             "minAvailable": 1,
-            "tasks": [{
-                "name": "worker",
-                "replicas": replicas,
-                "template": {"spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "main", "image": "busybox:1.36",
-                                    "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
-                }},
-            }],
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": replicas,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": "busybox:1.36",
+                                    "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                                }
+                            ],
+                        }
+                    },
+                }
+            ],
         },
     }
 
 
 def configmap(namespace, name, labels=None, value="1"):
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-            "data": {"value": value}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "data": {"value": value},
+    }
 
 
 def test_upstream_crds_and_cluster_objects_are_installed(cluster):
-    crds = {c["metadata"]["name"] for c in cluster.list("apiextensions.k8s.io/v1",
-                                                         "CustomResourceDefinition")}
+    crds = {
+        c["metadata"]["name"]
+        for c in cluster.list("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+    }
     assert {
-        "jobs.batch.volcano.sh", "queues.scheduling.volcano.sh", "podgroups.scheduling.volcano.sh",
-        "hypernodes.topology.volcano.sh", "network-attachment-definitions.k8s.cni.cncf.io",
+        "jobs.batch.volcano.sh",
+        "queues.scheduling.volcano.sh",
+        "podgroups.scheduling.volcano.sh",
+        "hypernodes.topology.volcano.sh",
+        "network-attachment-definitions.k8s.cni.cncf.io",
         "ippools.whereabouts.cni.cncf.io",
     } <= crds
     assert cluster.get("networking.k8s.io/v1", "IngressClass", "nginx") is not None
@@ -73,7 +90,9 @@ def test_api_server_accepts_and_returns_a_valid_volcano_job(cluster, namespace):
     stored = cluster.get(VCJOB, "Job", "train", namespace)
     task = stored["spec"]["tasks"][0]
     assert task["replicas"] == 2
-    assert task["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert task["template"]["spec"]["containers"][0]["resources"]["limits"] == {
+        "nvidia.com/gpu": "8"
+    }
     assert stored["spec"]["queue"] == "default"
 
 
@@ -105,16 +124,23 @@ def test_apply_takes_over_fields_edited_by_hand(cluster, namespace):
 
 def test_prune_removes_labelled_objects_no_longer_desired_and_nothing_else(cluster, namespace):
     ours = portal_labels(tenant="t1")
-    cluster.apply([
-        configmap(namespace, "keep", ours), configmap(namespace, "stale-1", ours),
-        configmap(namespace, "stale-2", ours), configmap(namespace, "foreign"),
-        configmap(namespace, "other-tenant", portal_labels(tenant="t2")),
-    ])
+    cluster.apply(
+        [
+            configmap(namespace, "keep", ours),
+            configmap(namespace, "stale-1", ours),
+            configmap(namespace, "stale-2", ours),
+            configmap(namespace, "foreign"),
+            configmap(namespace, "other-tenant", portal_labels(tenant="t2")),
+        ]
+    )
     keep = {ObjectRef("v1", "ConfigMap", namespace, "keep")}
-    deleted = cluster.prune(labels=ours, keep=keep, kinds=[("v1", "ConfigMap")],
-                            namespace=namespace)
+    deleted = cluster.prune(
+        labels=ours, keep=keep, kinds=[("v1", "ConfigMap")], namespace=namespace
+    )
     assert sorted(ref.name for ref in deleted) == ["stale-1", "stale-2"]
-    remaining = {c["metadata"]["name"] for c in cluster.list("v1", "ConfigMap", namespace=namespace)}
+    remaining = {
+        c["metadata"]["name"] for c in cluster.list("v1", "ConfigMap", namespace=namespace)
+    }
     assert {"keep", "foreign", "other-tenant"} <= remaining
     assert not {"stale-1", "stale-2"} & remaining
 
@@ -123,8 +149,9 @@ def test_watch_reports_changes_after_a_listed_version(cluster, namespace):
     _, version = cluster.list_with_version("v1", "ConfigMap", namespace=namespace)
     cluster.apply_one(configmap(namespace, "watched", value="1"))
     events = []
-    for kind, obj in cluster.watch("v1", "ConfigMap", namespace=namespace,
-                                   resource_version=version, timeout=5):
+    for kind, obj in cluster.watch(
+        "v1", "ConfigMap", namespace=namespace, resource_version=version, timeout=5
+    ):
         if kind != "BOOKMARK":
             events.append((kind, obj["metadata"]["name"]))
             break
@@ -135,8 +162,10 @@ def test_an_unreachable_api_server_is_a_transient_error(tmp_path):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
-        "users: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
-        "current-context: c\n")
+        "users: [{name: u, user: {token: x}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "current-context: c\n"
+    )
     unreachable = Cluster(load_api_client(kubeconfig))
     unreachable.api_client.configuration.retries = 0
     with pytest.raises(TransientK8sError):

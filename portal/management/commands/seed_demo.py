@@ -10,14 +10,24 @@ from tenants.choices import Role
 from tenants.models import Membership, Tenant
 
 TENANTS = [
-    {"slug": "vision", "display_name": "Vision Lab", "gpu_quota": 16, "queue_weight": 2,
-     "queue_guarantee_gpus": 8, "member_gpu_cap": 8},
+    {
+        "slug": "vision",
+        "display_name": "Vision Lab",
+        "gpu_quota": 16,
+        "queue_weight": 2,
+        "queue_guarantee_gpus": 8,
+        "member_gpu_cap": 8,
+    },
     {"slug": "nlp", "display_name": "NLP Group", "gpu_quota": 8, "queue_weight": 1},
 ]
-MEMBERS = [("alice", "vision", Role.ADMIN), ("bob", "vision", Role.RESEARCHER),
-           ("charlie", "nlp", Role.ADMIN)]
+MEMBERS = [
+    ("alice", "vision", Role.ADMIN),
+    ("bob", "vision", Role.RESEARCHER),
+    ("charlie", "nlp", Role.ADMIN),
+]
 NODES = [
-    SimulatedNode("gpu-h100-01", 8), SimulatedNode("gpu-h100-02", 8),
+    SimulatedNode("gpu-h100-01", 8),
+    SimulatedNode("gpu-h100-02", 8),
     SimulatedNode("gpu-a100-01", 8, product="NVIDIA-A100-SXM4-80GB", gpu_memory_mib=81920),
     SimulatedNode("gpu-a100-02", 4, product="NVIDIA-A100-SXM4-80GB", gpu_memory_mib=81920),
 ]
@@ -30,8 +40,10 @@ class Command(BaseCommand):
         parser.add_argument("--password", required=True, help="password of every demo user")
 
     def handle(self, *args, password, **options):
-        users = {name: self._user(name, password, staff=name == "admin")
-                 for name in ["admin", "alice", "bob", "charlie"]}
+        users = {
+            name: self._user(name, password, staff=name == "admin")
+            for name in ["admin", "alice", "bob", "charlie"]
+        }
         cluster = get_cluster()
         for node in NODES:
             cluster.apply_one(build_node(node))
@@ -43,8 +55,10 @@ class Command(BaseCommand):
             tenant = Tenant.objects.get(slug=slug)
             if not Membership.objects.filter(tenant=tenant, user=users[username]).exists():
                 services.add_member(tenant, users[username], role, actor=users["admin"])
-        self.stdout.write(f"demo data: {len(users)} users, {len(TENANTS)} tenants, "
-                          f"{len(NODES)} simulated GPU nodes")
+        self.stdout.write(
+            f"demo data: {len(users)} users, {len(TENANTS)} tenants, "
+            f"{len(NODES)} simulated GPU nodes"
+        )
 
     def _user(self, username, password, *, staff):
         user, _ = get_user_model().objects.get_or_create(username=username)

@@ -1,0 +1,74 @@
+from k8s_adapters.tenant import TenantSpec, build_queue, build_tenant
+
+LABELS = {
+    "app.kubernetes.io/managed-by": "gpu-portal",
+    "gpu-portal.io/tenant": "vision",
+    "gpu-portal.io/component": "tenant",
+}
+SPEC = TenantSpec(
+    slug="vision",
+    namespace="tenant-vision",
+    queue="tenant-vision",
+    display_name="Vision Lab",
+    gpus=16,
+    cpu=64,
+    memory_gib=512,
+    storage_gib=1024,
+    pvcs=50,
+    queue_weight=2,
+    deserved_gpus=12,
+    guarantee_gpus=4,
+    reclaimable=False,
+)
+
+
+def test_a_tenant_is_a_namespace_quota_limit_range_and_queue():
+    namespace, quota, limits, queue = build_tenant(SPEC)
+    assert namespace == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "tenant-vision",
+            "labels": LABELS,
+            "annotations": {"gpu-portal.io/display-name": "Vision Lab"},
+        },
+    }
+    assert quota == {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu-portal", "namespace": "tenant-vision", "labels": LABELS},
+        "spec": {
+            "hard": {
+                "requests.nvidia.com/gpu": "16",
+                "requests.cpu": "64",
+                "requests.memory": "512Gi",
+                "requests.storage": "1024Gi",
+                "persistentvolumeclaims": "50",
+            }
+        },
+    }
+    assert limits["kind"] == "LimitRange"
+    assert limits["spec"]["limits"][0]["defaultRequest"] == {"cpu": "500m", "memory": "1Gi"}
+    assert queue == {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "tenant-vision", "labels": LABELS},
+        "spec": {
+            "weight": 2,
+            "reclaimable": False,
+            "capability": {"nvidia.com/gpu": "16", "cpu": "64", "memory": "512Gi"},
+            "deserved": {"nvidia.com/gpu": "12"},
+            "guarantee": {"resource": {"nvidia.com/gpu": "4"}},
+        },
+    }
+
+
+def test_deserved_defaults_to_the_whole_quota_and_a_parent_queue_is_named():
+    spec = TenantSpec(**{**SPEC.__dict__, "deserved_gpus": None, "parent_queue": "physics"})
+    queue = build_queue(spec)
+    assert queue["spec"]["deserved"] == {"nvidia.com/gpu": "16"}
+    assert queue["spec"]["parent"] == "physics"
+
+
+def test_no_parent_key_without_a_parent_queue():
+    assert "parent" not in build_queue(SPEC)["spec"]

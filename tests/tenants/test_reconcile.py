@@ -1,0 +1,205 @@
+"""Tenants reconciled into the real API server: Namespace, ResourceQuota, LimitRange, Queue."""
+
+import pytest
+
+from k8s_adapters.tenant import QUEUE_API
+from tenants import services
+from tenants.choices import SyncState, TenantState
+from tenants.models import Tenant
+from tenants.tasks import reconcile_tenant, resync_tenants
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def create(admin_user, new_slug, django_capture_on_commit_callbacks):
+    def create(**fields):
+        fields.setdefault("slug", new_slug())
+        fields.setdefault("display_name", "Team")
+        with django_capture_on_commit_callbacks(execute=True):
+            return services.create_tenant(actor=admin_user, **fields)
+
+    return create
+
+
+def objects(cluster, tenant):
+    ns = tenant.namespace
+    return {
+        "namespace": cluster.get("v1", "Namespace", ns),
+        "quota": cluster.get("v1", "ResourceQuota", "gpu-portal", ns),
+        "limits": cluster.get("v1", "LimitRange", "gpu-portal", ns),
+        "queue": cluster.get(QUEUE_API, "Queue", tenant.queue_name),
+    }
+
+
+def test_creating_a_tenant_creates_its_namespace_quota_limit_range_and_queue(cluster, create):
+    tenant = create(gpu_quota=12, queue_weight=3, queue_guarantee_gpus=0)
+    found = objects(cluster, tenant)
+    assert found["namespace"]["metadata"]["labels"]["gpu-portal.io/tenant"] == tenant.slug
+    assert found["quota"]["spec"]["hard"]["requests.nvidia.com/gpu"] == "12"
+    assert found["limits"] is not None
+    assert found["queue"]["spec"]["capability"]["nvidia.com/gpu"] == "12"
+    assert found["queue"]["spec"]["weight"] == 3
+    tenant.refresh_from_db()
+    assert tenant.sync_state == SyncState.IN_SYNC
+    assert tenant.synced_at is not None
+
+
+def test_editing_the_quota_updates_quota_and_queue(
+    cluster, create, admin_user, django_capture_on_commit_callbacks
+):
+    tenant = create(gpu_quota=4)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.update_tenant(tenant, actor=admin_user, gpu_quota=10, queue_deserved_gpus=6)
+    found = objects(cluster, tenant)
+    assert found["quota"]["spec"]["hard"]["requests.nvidia.com/gpu"] == "10"
+    assert found["queue"]["spec"]["capability"]["nvidia.com/gpu"] == "10"
+    assert found["queue"]["spec"]["deserved"]["nvidia.com/gpu"] == "6"
+
+
+def test_reconciling_twice_writes_nothing_the_second_time(cluster, create):
+    tenant = create(gpu_quota=4)
+    before = {k: v["metadata"]["resourceVersion"] for k, v in objects(cluster, tenant).items()}
+    reconcile_tenant(tenant.pk)
+    after = {k: v["metadata"]["resourceVersion"] for k, v in objects(cluster, tenant).items()}
+    assert before == after
+
+
+def test_resync_repairs_objects_deleted_or_edited_by_hand(
+    cluster, create, django_capture_on_commit_callbacks
+):
+    tenant = create(gpu_quota=4)
+    cluster.delete(QUEUE_API, "Queue", tenant.queue_name)
+    cluster.delete("v1", "ResourceQuota", "gpu-portal", tenant.namespace)
+    cluster.delete("v1", "LimitRange", "gpu-portal", tenant.namespace)
+    with django_capture_on_commit_callbacks(execute=True):
+        resync_tenants()
+    found = objects(cluster, tenant)
+    assert found["queue"]["spec"]["capability"]["nvidia.com/gpu"] == "4"
+    assert found["quota"]["spec"]["hard"]["requests.nvidia.com/gpu"] == "4"
+    assert found["limits"] is not None
+
+    hand = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu-portal", "namespace": tenant.namespace},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "999"}},
+    }
+    cluster.__class__(cluster.api_client, field_manager="kubectl-edit").apply_one(hand)
+    edited = cluster.get("v1", "ResourceQuota", "gpu-portal", tenant.namespace)
+    assert edited["spec"]["hard"]["requests.nvidia.com/gpu"] == "999"
+    with django_capture_on_commit_callbacks(execute=True):
+        resync_tenants()
+    quota = cluster.get("v1", "ResourceQuota", "gpu-portal", tenant.namespace)
+    assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "4"
+
+
+def test_a_namespace_taken_by_someone_else_is_recorded_as_a_sync_error(cluster, new_slug):
+    slug = new_slug()
+    cluster.apply_one(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"tenant-{slug}"}}
+    )
+    tenant = Tenant.objects.create(slug=slug, display_name="Squatted", gpu_quota=1)
+    reconcile_tenant(tenant.pk)
+    tenant.refresh_from_db()
+    assert tenant.sync_state == SyncState.ERROR
+    assert "not managed by the portal" in tenant.sync_message
+    assert cluster.get(QUEUE_API, "Queue", tenant.queue_name) is None
+
+
+def test_quota_usage_flows_back_from_the_cluster(cluster, create):
+    tenant = create(gpu_quota=8)
+    gpu_pod(cluster, tenant.namespace, "p1", 3)
+    reconcile_tenant(tenant.pk)
+    tenant.refresh_from_db()
+    assert tenant.observed_usage["requests.nvidia.com/gpu"] == "3"
+
+
+def gpu_pod(cluster, namespace, name, gpus):
+    wait_for(
+        lambda: (
+            (cluster.get("v1", "ResourceQuota", "gpu-portal", namespace) or {})
+            .get("status", {})
+            .get("hard")
+        ),
+        message="the quota controller to pick up the quota",
+    )
+    return cluster.apply_one(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox:1.36",
+                        "resources": {
+                            "requests": {"nvidia.com/gpu": str(gpus)},
+                            "limits": {"nvidia.com/gpu": str(gpus)},
+                        },
+                    }
+                ]
+            },
+        }
+    )
+
+
+def vcjob(namespace, name, phase=None):
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "schedulerName": "volcano",
+            "minAvailable": 1,
+            "tasks": [
+                {
+                    "name": "main",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}
+                    },
+                }
+            ],
+        },
+    }
+    return job
+
+
+def set_phase(cluster, namespace, name, phase):
+    cluster.apply_status(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace},
+            "status": {"state": {"phase": phase}},
+        }
+    )
+
+
+def test_archiving_is_refused_while_jobs_are_active_and_lists_them(
+    cluster, create, admin_user, django_capture_on_commit_callbacks
+):
+    tenant = create(gpu_quota=8)
+    cluster.apply_one(vcjob(tenant.namespace, "llama-sft"))
+    set_phase(cluster, tenant.namespace, "llama-sft", "Running")
+    with pytest.raises(services.ValidationError) as caught:
+        services.archive_tenant(tenant, actor=admin_user)
+    assert "Volcano job llama-sft (Running)" in caught.value.messages[0]
+    tenant.refresh_from_db()
+    assert tenant.state == TenantState.ACTIVE
+
+    set_phase(cluster, tenant.namespace, "llama-sft", "Completed")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.archive_tenant(tenant, actor=admin_user)
+    tenant.refresh_from_db()
+    assert tenant.state == TenantState.ARCHIVED
+    assert cluster.get(QUEUE_API, "Queue", tenant.queue_name) is None
+    wait_for(
+        lambda: cluster.get("v1", "Namespace", tenant.namespace) is None,
+        timeout=30,
+        message="the namespace to be deleted",
+    )
+    assert Tenant.objects.filter(pk=tenant.pk).exists()

@@ -1,0 +1,43 @@
+import pytest
+
+from tenants.sso import groups_from_claims, roles_from_groups
+
+PATTERN = (
+    r"^gpu-portal:(?P<tenant>[a-z0-9]([-a-z0-9]*[a-z0-9])?):(?P<role>admin|researcher|viewer)$"
+)
+
+
+@pytest.mark.parametrize(
+    ("groups", "expected"),
+    [
+        ([], {}),
+        (["gpu-portal:vision:researcher"], {"vision": "researcher"}),
+        (["gpu-portal:vision:viewer", "gpu-portal:vision:admin"], {"vision": "admin"}),
+        (["gpu-portal:vision:admin", "gpu-portal:vision:viewer"], {"vision": "admin"}),
+        (
+            ["gpu-portal:vision:researcher", "gpu-portal:nlp:viewer"],
+            {"vision": "researcher", "nlp": "viewer"},
+        ),
+        (
+            ["staff", "gpu-portal:Vision:admin", "gpu-portal:vision:owner", "gpu-portal:-x:admin"],
+            {},
+        ),
+        (["gpu-portal:platform-admins"], {}),
+    ],
+)
+def test_groups_map_to_the_highest_role_per_tenant(groups, expected):
+    assert roles_from_groups(groups, PATTERN) == expected
+
+
+def test_a_custom_rule_maps_other_group_names():
+    pattern = r"^/teams/(?P<tenant>[a-z0-9-]+)/(?P<role>admin|researcher|viewer)$"
+    assert roles_from_groups(["/teams/nlp/viewer"], pattern) == {"nlp": "viewer"}
+
+
+def test_groups_come_from_userinfo_and_id_token_merged():
+    extra = {"userinfo": {"groups": ["a", "b"]}, "id_token": {"groups": ["b", "c"]}}
+    assert groups_from_claims(extra, "groups") == ["a", "b", "c"]
+
+
+def test_a_single_group_string_counts_as_one_group():
+    assert groups_from_claims({"id_token": {"roles": "a"}}, "roles") == ["a"]
