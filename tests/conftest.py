@@ -119,3 +119,40 @@ def worker(worker_process, transactional_db):
     celery_app.conf.task_always_eager = False
     yield worker_process
     celery_app.conf.task_always_eager = True
+
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's Chromium, headless, driven by Playwright (no browser download)."""
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls the tests make
+    # between browser steps are still synchronous.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+                                             args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium, tmp_path):
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    page.screenshot(path=tmp_path / "last.png", full_page=True)
+    context.close()
+
+
+def sign_in(page, base_url, username, password):
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("#id_login", username)
+    page.fill("#id_password", password)
+    page.click("form.stacked button[type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)

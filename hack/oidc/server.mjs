@@ -13,7 +13,7 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 
-import Provider from 'oidc-provider';
+import Provider, { interactionPolicy } from 'oidc-provider';
 
 const port = Number(process.env.OIDC_PORT || 9400);
 const issuer = `http://127.0.0.1:${port}`;
@@ -54,6 +54,15 @@ const signingKey = {
   use: 'sig',
 };
 
+// The default policy, plus: a session whose user has since left the users file signs in again
+// (oidc-provider would otherwise fail with a server_error on the consent checks).
+const policy = interactionPolicy.base();
+policy.get('login').checks.add(new interactionPolicy.Check(
+  'account_gone',
+  'the signed-in End-User no longer exists',
+  (ctx) => Boolean(ctx.oidc.session.accountId && !ctx.oidc.account),
+), 1);
+
 const provider = new Provider(issuer, {
   clients: [{
     client_id: clientId,
@@ -79,7 +88,10 @@ const provider = new Provider(issuer, {
   features: {
     devInteractions: { enabled: false },
   },
-  interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
+  interactions: { policy, url: (ctx, interaction) => `/interaction/${interaction.uid}` },
+  ttl: {
+    AccessToken: 3600, AuthorizationCode: 60, IdToken: 3600, Interaction: 3600, Session: 86400, Grant: 86400,
+  },
   cookies: { keys: [randomBytes(32).toString('base64url')] },
   jwks: { keys: [signingKey] },
   async findAccount(ctx, sub) {
