@@ -10,7 +10,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-STATE=$ROOT/.local/oidc
+STATE=${OIDC_STATE:-$ROOT/.local/oidc}
 export OIDC_PORT=${OIDC_PORT:-9400}
 export OIDC_USERS_FILE=${OIDC_USERS_FILE:-$STATE/users.json}
 DISCOVERY=http://127.0.0.1:$OIDC_PORT/.well-known/openid-configuration

@@ -2,4 +2,4 @@ from django.conf import settings
 
 
 def portal(request):
-    return {"PORTAL_NAME": "GPU Portal", "PASSWORD_LOGIN": settings.PASSWORD_LOGIN_ENABLED}
+    return {"PORTAL_NAME": "GPU Portal", "PASSWORD_LOGIN": not settings.SOCIALACCOUNT_ONLY}

@@ -43,10 +43,10 @@ def tenant_snapshot(tenant):
     return model_to_dict(tenant, fields=TENANT_FIELDS)
 
 
-def record(actor, action, obj, *, tenant=None, before=None, after=None):
+def record(actor, action, obj, *, tenant=None, before=None, after=None, actor_name=None):
     return AuditEvent.objects.create(
         actor=actor if getattr(actor, "pk", None) else None,
-        actor_name=getattr(actor, "username", "") or "system",
+        actor_name=actor_name or getattr(actor, "username", "") or "system",
         action=action,
         tenant=tenant,
         object_type=type(obj).__name__,

@@ -35,6 +35,10 @@ def groups_from_claims(extra_data, claim):
     return sorted(groups)
 
 
+def sso_record(action, obj, **kwargs):
+    return record(None, action, obj, actor_name="sso login", **kwargs)
+
+
 @transaction.atomic
 def apply_groups(user, groups):
     """Make the user's SSO memberships and platform-admin flag match the groups.
@@ -53,8 +57,7 @@ def apply_groups(user, groups):
             continue
         if slug not in tenants:
             membership.delete()
-            record(
-                None,
+            sso_record(
                 "membership.remove",
                 membership,
                 tenant=membership.tenant,
@@ -64,8 +67,7 @@ def apply_groups(user, groups):
             before = {"user": user.username, "role": membership.role, "source": "sso"}
             membership.role = desired[slug]
             membership.save(update_fields=["role"])
-            record(
-                None,
+            sso_record(
                 "membership.change",
                 membership,
                 tenant=membership.tenant,
@@ -77,8 +79,7 @@ def apply_groups(user, groups):
             membership = Membership.objects.create(
                 user=user, tenant=tenant, role=desired[slug], source=MembershipSource.SSO
             )
-            record(
-                None,
+            sso_record(
                 "membership.add",
                 membership,
                 tenant=tenant,
@@ -86,8 +87,7 @@ def apply_groups(user, groups):
             )
     is_admin = settings.SSO_PLATFORM_ADMIN_GROUP in groups
     if user.is_staff != is_admin:
-        record(
-            None,
+        sso_record(
             "user.platform_admin",
             user,
             before={"is_staff": user.is_staff},

@@ -11,7 +11,8 @@ pytestmark = pytest.mark.browser
 
 
 def test_a_platform_admin_creates_and_edits_a_tenant_in_the_browser(
-        page, live_server, worker, cluster, new_slug):
+    page, live_server, worker, cluster, new_slug
+):
     make_user("admin", staff=True)
     slug = new_slug("lab")
     sign_in(page, live_server.url, "admin", "pw-admin")
@@ -37,8 +38,13 @@ def test_a_platform_admin_creates_and_edits_a_tenant_in_the_browser(
     page.fill("#id_gpu_quota", "20")
     page.click("text=Save")
     page.wait_for_selector("text=updated")
-    wait_for(lambda: cluster.get(QUEUE_API, "Queue", namespace)["spec"]["capability"]
-             ["nvidia.com/gpu"] == "20", message="the queue to follow the new quota")
+    wait_for(
+        lambda: (
+            cluster.get(QUEUE_API, "Queue", namespace)["spec"]["capability"]["nvidia.com/gpu"]
+            == "20"
+        ),
+        message="the queue to follow the new quota",
+    )
     quota = cluster.get("v1", "ResourceQuota", "gpu-portal", namespace)
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "20"
 
