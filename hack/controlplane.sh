@@ -76,6 +76,7 @@ crd_files() {  # the upstream CRD YAMLs, from their Go modules at pinned version
   printf '%s\n' \
     "$volcano/batch.volcano.sh_jobs.yaml" "$volcano/scheduling.volcano.sh_queues.yaml" \
     "$volcano/scheduling.volcano.sh_podgroups.yaml" "$volcano/topology.volcano.sh_hypernodes.yaml" \
+    "$volcano/bus.volcano.sh_commands.yaml" \
     "$nad/networks-crd.yaml" \
     "$wb/whereabouts.cni.cncf.io_ippools.yaml" "$wb/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml"
 }
@@ -161,7 +162,7 @@ start_controller_manager() {
   running kube-controller-manager && return
   nohup "$BIN/kube-controller-manager" --kubeconfig "$LOCAL_KUBECONFIG" \
     --bind-address 127.0.0.1 --secure-port "$((APISERVER_PORT + 1))" --leader-elect=false \
-    --controllers namespace-controller,garbage-collector-controller,resourcequota-controller,serviceaccount-controller \
+    --controllers namespace-controller,garbage-collector-controller,resourcequota-controller,serviceaccount-controller,persistentvolumeclaim-protection-controller \
     --service-account-private-key-file "$STATE/certs/sa.key" --use-service-account-credentials=false \
     --concurrent-gc-syncs 5 --resource-quota-sync-period 10s \
     >"$STATE/kube-controller-manager.log" 2>&1 &

@@ -51,3 +51,52 @@ class ApiToken(models.Model):
             user=user, name=name, key_id=key_id, token_hash=hash_token(raw), expires_at=expires_at
         )
         return token, raw
+
+
+SSH_KEY_TYPES = (
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+)
+
+
+def validate_ssh_public_key(value):
+    import base64
+    import binascii
+
+    from django.core.exceptions import ValidationError
+
+    parts = value.strip().split()
+    if len(parts) < 2 or parts[0] not in SSH_KEY_TYPES:
+        raise ValidationError(
+            "Paste an OpenSSH public key such as 'ssh-ed25519 AAAA... you@host' "
+            "(the .pub file, never the private key).",
+            code="invalid_ssh_key",
+        )
+    try:
+        blob = base64.b64decode(parts[1], validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValidationError("The key's base64 part is damaged.", code="invalid_ssh_key") from exc
+    if not blob[4 : 4 + len(parts[0])] == parts[0].encode():
+        raise ValidationError("The key's type does not match its contents.", code="invalid_ssh_key")
+
+
+class SSHKey(models.Model):
+    """A user's SSH public key, mounted read-only into their jobs."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ssh_keys"
+    )
+    name = models.CharField(max_length=100)
+    public_key = models.TextField(validators=[validate_ssh_public_key])
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name

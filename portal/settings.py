@@ -178,6 +178,13 @@ LOGGING = {
 }
 
 PORTAL_RESYNC_TASKS = ["tenants.resync_tenants"]
+# Job status follows the cluster at least this often (besides the full resync).
+JOB_SYNC_INTERVAL = env.int("JOB_SYNC_INTERVAL", default=10)
+CELERY_BEAT_SCHEDULE["jobs"] = {
+    "task": "jobs.resync_jobs",
+    "schedule": timedelta(seconds=JOB_SYNC_INTERVAL),
+    "options": {"expires": JOB_SYNC_INTERVAL},
+}
 
 # -- Sign-in ----------------------------------------------------------------------------------
 # Local password accounts can be switched off (SSO only).

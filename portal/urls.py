@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from jobs import api as jobs_api
 from tenants import api as tenants_api
 from tenants import views as tenants_views
 
@@ -16,12 +17,20 @@ router.register(
     basename="membership",
 )
 router.register("audit-events", tenants_api.AuditEventViewSet, basename="audit-event")
+router.register(r"tenants/(?P<tenant_slug>[-a-z0-9]+)/jobs", jobs_api.JobViewSet, basename="job")
+router.register(
+    r"tenants/(?P<tenant_slug>[-a-z0-9]+)/volumes",
+    jobs_api.DataVolumeViewSet,
+    basename="data-volume",
+)
+router.register("templates", jobs_api.TemplateViewSet, basename="template")
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("", tenants_views.home, name="home"),
     path("", include("tenants.urls")),
+    path("", include("jobs.urls")),
     path("accounts/", include("allauth.urls")),
     path("api/v1/", include(router.urls)),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),

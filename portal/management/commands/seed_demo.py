@@ -1,6 +1,7 @@
 """Demo data for `make run`: users, two tenants with members, and simulated GPU nodes."""
 
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from k8s_adapters.nodes import SimulatedNode, build_node, build_node_status
@@ -55,6 +56,7 @@ class Command(BaseCommand):
             tenant = Tenant.objects.get(slug=slug)
             if not Membership.objects.filter(tenant=tenant, user=users[username]).exists():
                 services.add_member(tenant, users[username], role, actor=users["admin"])
+        call_command("seed_templates", stdout=self.stdout)
         self.stdout.write(
             f"demo data: {len(users)} users, {len(TENANTS)} tenants, "
             f"{len(NODES)} simulated GPU nodes"

@@ -1,0 +1,24 @@
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404
+
+from tenants.access import get_tenant_for_user, has_role
+from tenants.choices import Role
+
+from .models import Job
+
+
+def get_job_for_user(user, slug, name, *, write=False):
+    """A job of a tenant the user may see (else 404). With write=True: its owner or a tenant
+    admin, else 403; viewers never write."""
+    tenant = get_tenant_for_user(user, slug)
+    job = get_object_or_404(
+        Job.objects.select_related("tenant", "owner", "template_version"), tenant=tenant, name=name
+    )
+    if write:
+        role = tenant.role_of(user)
+        if not (
+            has_role(role, Role.ADMIN)
+            or (has_role(role, Role.RESEARCHER) and job.owner_id == user.pk)
+        ):
+            raise PermissionDenied("Only the job's owner or a tenant admin can change it.")
+    return job

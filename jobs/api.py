@@ -1,0 +1,194 @@
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, permissions, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from tenants.access import get_tenant_for_user, require_platform_admin
+from tenants.choices import Role
+
+from . import services
+from .access import get_job_for_user
+from .models import DataVolume, Job, JobTemplate
+from .serializers import (
+    DataVolumeSerializer,
+    JobEventSerializer,
+    JobSerializer,
+    LaunchSerializer,
+    TemplateSerializer,
+    TemplateWriteSerializer,
+)
+
+
+class TenantScoped:
+    """Resolve the tenant from the URL before reading any input: 404 for outsiders, 403 for
+    viewers writing."""
+
+    write_role = Role.RESEARCHER
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        write = request.method not in permissions.SAFE_METHODS
+        self.tenant = get_tenant_for_user(
+            request.user, kwargs["tenant_slug"], role=self.write_role if write else Role.VIEWER
+        )
+
+
+class JobViewSet(
+    TenantScoped,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """A tenant's jobs: launch, watch, cancel, relaunch, delete."""
+
+    serializer_class = JobSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[-a-z0-9]+"
+    filterset_fields = ["state"]
+
+    def get_queryset(self):
+        jobs = Job.objects.filter(tenant=self.tenant).select_related(
+            "tenant", "owner", "template_version__template", "data_volume"
+        )
+        for key, field in (
+            ("state", "state"),
+            ("owner", "owner__username"),
+            ("template", "template_version__template__name"),
+        ):
+            if self.request.query_params.get(key):
+                jobs = jobs.filter(**{field: self.request.query_params[key]})
+        return jobs
+
+    def get_object(self):
+        write = self.request.method not in permissions.SAFE_METHODS
+        return get_job_for_user(
+            self.request.user, self.tenant.slug, self.kwargs["name"], write=write
+        )
+
+    @extend_schema(request=LaunchSerializer, responses={201: JobSerializer})
+    def create(self, request, tenant_slug=None):
+        launch = LaunchSerializer(data=request.data)
+        launch.is_valid(raise_exception=True)
+        data = launch.validated_data
+        volume = None
+        if data.get("data_volume"):
+            volume = get_object_or_404(DataVolume, tenant=self.tenant, name=data["data_volume"])
+        kwargs = {"actor": request.user, "name": data.get("name", ""), "data_volume": volume}
+        if data.get("spec"):
+            job, warnings = services.launch_job(
+                self.tenant, request.user, spec_data=data["spec"], **kwargs
+            )
+        else:
+            version = self._version(data)
+            overrides = {
+                k: data[k]
+                for k in ("image", "command", "gpus", "replicas", "workspace_gib")
+                if k in data
+            }
+            job, warnings = services.launch_job(
+                self.tenant, request.user, template_version=version, overrides=overrides, **kwargs
+            )
+        body = JobSerializer(job).data
+        body["warnings"] = warnings
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    def _version(self, data):
+        templates = JobTemplate.objects.filter(name=data["template"]).filter(
+            tenant__in=[self.tenant]
+        ) or JobTemplate.objects.filter(name=data["template"], tenant__isnull=True)
+        template = templates.first()
+        if template is None:
+            raise services.ValidationError({"template": f"No template named '{data['template']}'."})
+        if data.get("version"):
+            return get_object_or_404(template.versions, version=data["version"])
+        return template.latest
+
+    def perform_destroy(self, job):
+        services.delete_job(
+            job,
+            actor=self.request.user,
+            delete_data=self.request.query_params.get("delete_data") == "true",
+        )
+
+    def destroy(self, request, *args, **kwargs):
+        super().destroy(request, *args, **kwargs)
+        return Response(status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses=JobSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, tenant_slug=None, name=None):
+        return Response(
+            JobSerializer(services.cancel_job(self.get_object(), actor=request.user)).data
+        )
+
+    @extend_schema(request=None, responses={201: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def relaunch(self, request, tenant_slug=None, name=None):
+        job = get_job_for_user(request.user, self.tenant.slug, name)
+        new, warnings = services.relaunch_job(job, actor=request.user)
+        return Response({**JobSerializer(new).data, "warnings": warnings}, status=201)
+
+    @extend_schema(responses=JobEventSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def events(self, request, tenant_slug=None, name=None):
+        job = self.get_object()
+        return Response(JobEventSerializer(job.events.all()[:200], many=True).data)
+
+
+class DataVolumeViewSet(TenantScoped, viewsets.ModelViewSet):
+    serializer_class = DataVolumeSerializer
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self):
+        return DataVolume.objects.filter(tenant=self.tenant)
+
+    def perform_create(self, serializer):
+        serializer.instance = services.create_data_volume(
+            self.tenant, actor=self.request.user, **serializer.validated_data
+        )
+
+    def perform_update(self, serializer):
+        size = serializer.validated_data.get("size_gib", serializer.instance.size_gib)
+        serializer.instance = services.expand_data_volume(
+            serializer.instance, size_gib=size, actor=self.request.user
+        )
+
+    def perform_destroy(self, volume):
+        services.delete_data_volume(volume, actor=self.request.user)
+
+
+class TemplateViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Job templates: global ones (platform admins publish) and tenants' own. Saving an existing
+    name adds a version."""
+
+    serializer_class = TemplateSerializer
+
+    def get_queryset(self):
+        return JobTemplate.objects.for_user(self.request.user).select_related("tenant")
+
+    @extend_schema(request=TemplateWriteSerializer, responses={201: TemplateSerializer})
+    def create(self, request):
+        write = TemplateWriteSerializer(data=request.data)
+        write.is_valid(raise_exception=True)
+        data = write.validated_data
+        tenant = None
+        if data.get("tenant"):
+            tenant = get_tenant_for_user(request.user, data["tenant"], role=Role.RESEARCHER)
+        else:
+            require_platform_admin(request.user)
+        version = services.save_template(
+            name=data["name"],
+            spec_data=data["spec"],
+            overridable=data.get("overridable", []),
+            description=data.get("description", ""),
+            tenant=tenant,
+            actor=request.user,
+        )
+        return Response(TemplateSerializer(version.template).data, status=201)

@@ -1,0 +1,103 @@
+import yaml
+from django import forms
+
+from .models import DataVolume
+
+
+class LaunchForm(forms.Form):
+    """A launch from one template version: the fields it lets the user override."""
+
+    name = forms.CharField(
+        required=False,
+        max_length=48,
+        help_text="Optional; generated from the template name when empty.",
+    )
+    image = forms.CharField(required=False, max_length=300)
+    command = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One command line, split like a shell would.",
+    )
+    gpus = forms.IntegerField(required=False, min_value=0, max_value=64, label="GPUs per replica")
+    workspace_gib = forms.IntegerField(
+        required=False, min_value=1, max_value=100_000, label="Workspace disk (GiB)"
+    )
+    data_volume = forms.ModelChoiceField(
+        queryset=DataVolume.objects.none(),
+        required=False,
+        help_text="A data disk that outlives the job.",
+    )
+
+    def __init__(self, *args, version, tenant, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.version = version
+        spec = version.spec
+        allowed = set(version.overridable)
+        self.fields["image"].initial = spec.get("image")
+        command = spec.get("command") or []
+        self.fields["command"].initial = " ".join(command) if isinstance(command, list) else command
+        gpu_tasks = [t for t in spec["tasks"] if t.get("gpus")]
+        self.fields["gpus"].initial = gpu_tasks[0]["gpus"] if gpu_tasks else 0
+        self.fields["workspace_gib"].initial = (spec.get("volumes") or {}).get("workspace_gib", 50)
+        self.fields["data_volume"].queryset = DataVolume.objects.filter(
+            tenant=tenant, delete_requested=False
+        )
+        for task in spec["tasks"]:
+            field = forms.IntegerField(
+                min_value=1,
+                max_value=1000,
+                initial=task.get("replicas", 1),
+                label=f"{task['name']} replicas",
+                required=False,
+            )
+            field.disabled = "replicas" not in allowed
+            self.fields[f"replicas_{task['name']}"] = field
+        for name in ("image", "command", "gpus", "workspace_gib", "data_volume"):
+            self.fields[name].disabled = name not in allowed
+
+    def overrides(self):
+        data = self.cleaned_data
+        overrides = {}
+        for key in ("image", "gpus", "workspace_gib"):
+            if key in self.version.overridable and data.get(key) not in (None, ""):
+                overrides[key] = data[key]
+        if "command" in self.version.overridable and data.get("command"):
+            overrides["command"] = data["command"]
+        if "replicas" in self.version.overridable:
+            overrides["replicas"] = {
+                t["name"]: data[f"replicas_{t['name']}"]
+                for t in self.version.spec["tasks"]
+                if data.get(f"replicas_{t['name']}")
+            }
+        return overrides
+
+
+class TemplateForm(forms.Form):
+    name = forms.CharField(max_length=50)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    spec = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 24, "spellcheck": "false"}),
+        help_text="YAML: image, command, tasks, expose, volumes, ...",
+    )
+    overridable = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        choices=[
+            (k, k) for k in ("image", "command", "gpus", "replicas", "data_volume", "workspace_gib")
+        ],
+    )
+
+    def clean_spec(self):
+        try:
+            data = yaml.safe_load(self.cleaned_data["spec"])
+        except yaml.YAMLError as exc:
+            raise forms.ValidationError(f"This is not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise forms.ValidationError("The spec must be a YAML mapping.")
+        return data
+
+
+class DataVolumeForm(forms.Form):
+    name = forms.CharField(max_length=63)
+    size_gib = forms.IntegerField(min_value=1, max_value=100_000, label="Size (GiB)")
+    storage_class = forms.CharField(required=False, max_length=63)

@@ -1,0 +1,104 @@
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+from k8s_adapters.volcano import JobSpec, Policy, Port, Task
+from tenants.models import Tenant
+
+from ..choices import ACTIVE, FINISHED, HOLDING, JobState
+
+
+class JobQuerySet(models.QuerySet):
+    def for_user(self, user):
+        return self.filter(tenant__in=Tenant.objects.for_user(user))
+
+    def holding(self):
+        return self.filter(state__in=HOLDING)
+
+    def active(self):
+        return self.filter(state__in=ACTIVE)
+
+
+class Job(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs"
+    )
+    name = models.CharField(max_length=48)
+    template_version = models.ForeignKey(
+        "jobs.JobTemplateVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="jobs",
+    )
+    spec = models.JSONField(help_text="The final resolved spec: relaunching it recreates the job.")
+    # The GPUs the spec asks for, kept beside it so admission can sum them in one query.
+    gpus = models.PositiveIntegerField()
+    data_volume = models.ForeignKey(
+        "jobs.DataVolume", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
+    )
+
+    state = models.CharField(
+        max_length=16, choices=JobState, default=JobState.QUEUED, db_index=True
+    )
+    message = models.TextField(blank=True)
+    phase = models.CharField(max_length=32, blank=True, help_text="The Volcano job's phase.")
+    counts = models.JSONField(default=dict, blank=True)
+    pending_reason = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    delete_requested = models.BooleanField(default=False)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    queued_at = models.DateTimeField(db_index=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="job_name_per_tenant")
+        ]
+        indexes = [models.Index(fields=["tenant", "state", "queued_at"])]
+
+    def __str__(self):
+        return f"{self.tenant.slug}/{self.name}"
+
+    def get_absolute_url(self):
+        return reverse("jobs:detail", args=[self.tenant.slug, self.name])
+
+    @property
+    def is_finished(self):
+        return self.state in FINISHED
+
+    def job_spec(self) -> JobSpec:
+        data = dict(self.spec)
+        data["tasks"] = tuple(
+            Task(**{**t, "policies": tuple(Policy(**p) for p in t.get("policies", ()))})
+            for t in data["tasks"]
+        )
+        data["policies"] = tuple(Policy(**p) for p in data.get("policies", ()))
+        data["ports"] = tuple(Port(**p) for p in data.get("ports", ()))
+        for key in ("command", "args", "plugins", "ssh_keys"):
+            data[key] = tuple(data.get(key, ()))
+        for key in ("env", "extra_env"):
+            data[key] = tuple(tuple(pair) for pair in data.get(key, ()))
+        return JobSpec(**data)
+
+
+class JobEvent(models.Model):
+    """What happened to a job, for its page: state changes and cluster events."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(auto_now_add=True)
+    kind = models.CharField(max_length=32)
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.kind}: {self.message[:60]}"

@@ -1,0 +1,113 @@
+from rest_framework import serializers
+
+from .admission import queue_position
+from .models import DataVolume, Job, JobEvent, JobTemplate, JobTemplateVersion
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JobEvent
+        fields = ["created_at", "kind", "message"]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    template = serializers.SerializerMethodField()
+    data_volume = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    queue_position = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "name",
+            "tenant",
+            "owner",
+            "template",
+            "state",
+            "message",
+            "phase",
+            "counts",
+            "pending_reason",
+            "queue_position",
+            "gpus",
+            "data_volume",
+            "cancel_requested",
+            "spec",
+            "created_at",
+            "queued_at",
+            "submitted_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    def get_template(self, job) -> str | None:
+        return str(job.template_version) if job.template_version_id else None
+
+    def get_queue_position(self, job) -> int | None:
+        return queue_position(job)
+
+
+class LaunchSerializer(serializers.Serializer):
+    """Launch from a template version (with overrides) or from a full spec."""
+
+    template = serializers.CharField(
+        required=False,
+        help_text="Template name; global or the "
+        "tenant's own. Its latest version unless `version` is set.",
+    )
+    version = serializers.IntegerField(required=False, min_value=1)
+    spec = serializers.DictField(required=False, help_text="A full spec, as a template holds.")
+    name = serializers.CharField(required=False, allow_blank=True, max_length=48)
+    image = serializers.CharField(required=False)
+    command = serializers.JSONField(required=False, help_text="argv list or one command line")
+    gpus = serializers.IntegerField(required=False, min_value=0, max_value=64)
+    replicas = serializers.DictField(child=serializers.IntegerField(min_value=1), required=False)
+    workspace_gib = serializers.IntegerField(required=False, min_value=1)
+    data_volume = serializers.CharField(required=False, allow_blank=True)
+
+    def validate(self, attrs):
+        if bool(attrs.get("template")) == bool(attrs.get("spec")):
+            raise serializers.ValidationError("Give either a template or a spec.")
+        return attrs
+
+
+class TemplateVersionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JobTemplateVersion
+        fields = ["id", "version", "spec", "overridable", "created_at"]
+
+
+class TemplateSerializer(serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    latest = TemplateVersionSerializer(read_only=True)
+
+    class Meta:
+        model = JobTemplate
+        fields = ["id", "name", "tenant", "description", "latest", "created_at"]
+
+
+class TemplateWriteSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=50)
+    tenant = serializers.CharField(
+        required=False, allow_blank=True, help_text="Tenant slug; empty for a global template."
+    )
+    description = serializers.CharField(required=False, allow_blank=True)
+    spec = serializers.DictField()
+    overridable = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class DataVolumeSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DataVolume
+        fields = [
+            "id",
+            "name",
+            "size_gib",
+            "storage_class",
+            "delete_requested",
+            "sync_message",
+            "created_at",
+        ]
+        read_only_fields = ["delete_requested", "sync_message", "created_at"]

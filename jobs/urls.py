@@ -1,0 +1,16 @@
+from django.urls import path
+
+from . import views
+
+app_name = "jobs"
+urlpatterns = [
+    path("tenants/<slug:slug>/jobs/", views.job_list, name="list"),
+    path("tenants/<slug:slug>/jobs/launch/", views.launch, name="launch"),
+    path("tenants/<slug:slug>/jobs/<slug:name>/", views.job_detail, name="detail"),
+    path("tenants/<slug:slug>/jobs/<slug:name>/status/", views.job_status_partial, name="status"),
+    path("tenants/<slug:slug>/jobs/<slug:name>/cancel/", views.job_cancel, name="cancel"),
+    path("tenants/<slug:slug>/jobs/<slug:name>/relaunch/", views.job_relaunch, name="relaunch"),
+    path("tenants/<slug:slug>/jobs/<slug:name>/delete/", views.job_delete, name="delete"),
+    path("tenants/<slug:slug>/volumes/", views.volume_list, name="volumes"),
+    path("tenants/<slug:slug>/volumes/<int:volume_id>/", views.volume_action, name="volume-action"),
+]

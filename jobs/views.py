@@ -1,0 +1,228 @@
+import yaml
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from k8s_adapters.volcano import build_job
+from tenants.access import get_tenant_for_user
+from tenants.choices import Role
+from tenants.views import apply_errors
+
+from . import services
+from .access import get_job_for_user
+from .admission import free_gpus, queue_position
+from .choices import JobState
+from .forms import DataVolumeForm, LaunchForm
+from .models import DataVolume, Job, JobTemplate, JobTemplateVersion
+
+FORM_FIELDS = {
+    "image": "image",
+    "command": "command",
+    "name": "name",
+    "gpus": "gpus",
+    "data_volume": "data_volume",
+    "volumes.workspace_gib": "workspace_gib",
+}
+
+
+def spec_errors(form, exc):
+    """Service errors keyed by spec paths, put on the matching form field or above the form."""
+    for path, errors in getattr(exc, "error_dict", {"__all__": exc.error_list}).items():
+        field = FORM_FIELDS.get(path)
+        if field is None and path.endswith(".gpus"):
+            field = "gpus"
+        if field is None and path.endswith(".replicas"):
+            field = None
+        for error in errors:
+            for message in error.messages:
+                form.add_error(
+                    field, message if field or path == "__all__" else f"{path}: {message}"
+                )
+
+
+def manifests_yaml(objects):
+    return yaml.safe_dump_all(objects, sort_keys=False)
+
+
+@login_required
+def job_list(request, slug):
+    tenant = get_tenant_for_user(request.user, slug)
+    jobs = Job.objects.filter(tenant=tenant).select_related("owner", "template_version__template")
+    filters = {k: request.GET.get(k, "") for k in ("state", "owner", "template")}
+    if filters["state"]:
+        jobs = jobs.filter(state=filters["state"])
+    if filters["owner"]:
+        jobs = jobs.filter(owner__username=filters["owner"])
+    if filters["template"]:
+        jobs = jobs.filter(template_version__template__name=filters["template"])
+    page = Paginator(jobs, 25).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "jobs/job_list.html",
+        {
+            "tenant": tenant,
+            "page": page,
+            "filters": filters,
+            "states": JobState.choices,
+            "free_gpus": free_gpus(tenant),
+        },
+    )
+
+
+@login_required
+def launch(request, slug):
+    tenant = get_tenant_for_user(request.user, slug, role=Role.RESEARCHER)
+    templates = JobTemplate.objects.for_user(request.user).filter(
+        tenant__in=[None, tenant]
+    ) | JobTemplate.objects.filter(tenant__isnull=True)
+    templates = templates.distinct().prefetch_related("versions")
+    chosen = request.GET.get("template") or request.POST.get("template")
+    if not chosen:
+        return render(request, "jobs/launch_pick.html", {"tenant": tenant, "templates": templates})
+    version = get_object_or_404(
+        JobTemplateVersion.objects.select_related("template"), pk=chosen, template__in=templates
+    )
+    form = LaunchForm(request.POST or None, version=version, tenant=tenant)
+    context = {"tenant": tenant, "form": form, "version": version}
+    if request.method == "POST" and form.is_valid():
+        overrides, name = form.overrides(), form.cleaned_data["name"]
+        volume = form.cleaned_data.get("data_volume")
+        try:
+            if "preview" in request.POST:
+                context["preview"] = preview(tenant, request.user, version, overrides, name, volume)
+            else:
+                job, warnings = services.launch_job(
+                    tenant,
+                    request.user,
+                    actor=request.user,
+                    template_version=version,
+                    overrides=overrides,
+                    name=name,
+                    data_volume=volume,
+                )
+                for warning in warnings:
+                    messages.warning(request, warning)
+                messages.success(request, f"Job {job.name} launched ({job.get_state_display()}).")
+                return redirect(job)
+        except ValidationError as exc:
+            spec_errors(form, exc)
+    return render(request, "jobs/launch.html", context)
+
+
+def preview(tenant, user, version, overrides, name, volume):
+    data = services.specs.apply_overrides(version.spec, overrides, version.overridable)
+    spec = services.resolve(
+        tenant, user, name=name or f"{version.template.name}-preview", data=data, data_volume=volume
+    )
+    return {
+        "yaml": manifests_yaml(build_job(spec)),
+        "gpus": spec.total_gpus,
+        "warnings": services.scheduling_warnings(spec),
+    }
+
+
+@login_required
+def job_detail(request, slug, name):
+    job = get_job_for_user(request.user, slug, name)
+    return render(
+        request,
+        "jobs/job_detail.html",
+        {
+            "job": job,
+            "tenant": job.tenant,
+            "status": job_status(job),
+            "manifests": manifests_yaml(build_job(job.job_spec())),
+        },
+    )
+
+
+def job_status(job):
+    return {
+        "position": queue_position(job),
+        "free_gpus": free_gpus(job.tenant),
+        "events": job.events.all()[:20],
+    }
+
+
+@login_required
+def job_status_partial(request, slug, name):
+    job = get_job_for_user(request.user, slug, name)
+    return render(request, "jobs/job_status.html", {"job": job, "status": job_status(job)})
+
+
+@login_required
+@require_POST
+def job_cancel(request, slug, name):
+    job = services.cancel_job(
+        get_job_for_user(request.user, slug, name, write=True), actor=request.user
+    )
+    messages.success(request, f"Cancelling {job.name}.")
+    return redirect(job)
+
+
+@login_required
+@require_POST
+def job_relaunch(request, slug, name):
+    job = get_job_for_user(request.user, slug, name)
+    get_tenant_for_user(request.user, slug, role=Role.RESEARCHER)
+    try:
+        new, warnings = services.relaunch_job(job, actor=request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect(job)
+    messages.success(request, f"Relaunched {job.name} as {new.name}.")
+    return redirect(new)
+
+
+@login_required
+@require_POST
+def job_delete(request, slug, name):
+    job = get_job_for_user(request.user, slug, name, write=True)
+    try:
+        services.delete_job(job, actor=request.user, delete_data="delete_data" in request.POST)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect(job)
+    messages.success(request, f"Deleting {job.name} and everything it owns.")
+    return redirect("jobs:list", slug=slug)
+
+
+@login_required
+def volume_list(request, slug):
+    tenant = get_tenant_for_user(request.user, slug)
+    form = DataVolumeForm(request.POST or None)
+    if request.method == "POST":
+        get_tenant_for_user(request.user, slug, role=Role.RESEARCHER)
+        if form.is_valid():
+            try:
+                services.create_data_volume(tenant, actor=request.user, **form.cleaned_data)
+            except ValidationError as exc:
+                apply_errors(form, exc)
+            else:
+                messages.success(request, f"Data volume {form.cleaned_data['name']} created.")
+                return redirect("jobs:volumes", slug=slug)
+    volumes = DataVolume.objects.filter(tenant=tenant).prefetch_related("jobs")
+    return render(
+        request, "jobs/volume_list.html", {"tenant": tenant, "volumes": volumes, "form": form}
+    )
+
+
+@login_required
+@require_POST
+def volume_action(request, slug, volume_id):
+    tenant = get_tenant_for_user(request.user, slug, role=Role.RESEARCHER)
+    volume = get_object_or_404(DataVolume, tenant=tenant, pk=volume_id)
+    try:
+        if "delete" in request.POST:
+            services.delete_data_volume(volume, actor=request.user)
+            messages.success(request, f"Deleting data volume {volume.name}.")
+        else:
+            size = int(request.POST.get("size_gib") or 0)
+            services.expand_data_volume(volume, size_gib=size, actor=request.user)
+            messages.success(request, f"{volume.name} grows to {size} GiB.")
+    except (ValidationError, ValueError) as exc:
+        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    return redirect("jobs:volumes", slug=slug)

@@ -1,0 +1,49 @@
+import uuid
+
+import pytest
+from django.core.management import call_command
+
+from jobs.models import JobTemplate
+from k8s_adapters.tenant import QUEUE_API
+from tenants import services as tenant_services
+from tenants.choices import Role
+from tenants.models import Membership
+from tests.tenants.conftest import make_user
+
+
+@pytest.fixture
+def templates(db):
+    call_command("seed_templates", verbosity=0)
+    return {t.name: t.latest for t in JobTemplate.objects.all()}
+
+
+@pytest.fixture
+def team(db, cluster, django_capture_on_commit_callbacks):
+    """A reconciled tenant (namespace and queue in the API server) with alice (tenant admin),
+    bob (researcher), dave (viewer); charlie is in another tenant."""
+    admin = make_user("admin", staff=True)
+    slug = f"team-{uuid.uuid4().hex[:8]}"
+    with django_capture_on_commit_callbacks(execute=True):
+        tenant = tenant_services.create_tenant(
+            actor=admin, slug=slug, display_name="Team", gpu_quota=24, queue_weight=1
+        )
+    users = {"admin": admin}
+    for name, role in [("alice", Role.ADMIN), ("bob", Role.RESEARCHER), ("dave", Role.VIEWER)]:
+        users[name] = make_user(name)
+        Membership.objects.create(tenant=tenant, user=users[name], role=role)
+    users["charlie"] = make_user("charlie")
+    yield {"tenant": tenant, **users}
+    cluster.delete(QUEUE_API, "Queue", tenant.queue_name)
+    cluster.delete("v1", "Namespace", tenant.namespace)
+
+
+def set_phase(cluster, job, phase, **counts):
+    """Play Volcano's controller: write the Volcano job's status."""
+    cluster.apply_status(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": job.name, "namespace": job.tenant.namespace},
+            "status": {"state": {"phase": phase}, **counts},
+        }
+    )

@@ -1,0 +1,230 @@
+"""Launching from templates into the real API server, and status flowing back."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from jobs import services
+from jobs.choices import JobState
+from jobs.models import Job
+from jobs.tasks import reconcile_job, resync_jobs
+from k8s_adapters.volcano import VCJOB_API
+from portal.models import SSHKey
+from tests.helpers import wait_for
+from tests.jobs.conftest import set_phase
+
+pytestmark = pytest.mark.django_db
+ED25519 = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl bob@laptop"
+)
+
+
+@pytest.fixture
+def launch(team, django_capture_on_commit_callbacks):
+    def launch(version, who="bob", **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            job, warnings = services.launch_job(
+                team["tenant"], team[who], actor=team[who], template_version=version, **kwargs
+            )
+        job.refresh_from_db()
+        return job
+
+    return launch
+
+
+def test_a_ddp_launch_creates_the_volcano_job_pvc_pair_and_ssh_secret(
+    cluster, team, templates, launch
+):
+    SSHKey.objects.create(user=team["bob"], name="laptop", public_key=ED25519)
+    volume = services.create_data_volume(
+        team["tenant"], name="corpus", size_gib=500, actor=team["bob"]
+    )
+    job = launch(
+        templates["pytorch-ddp"],
+        name="ddp-1",
+        data_volume=volume,
+        overrides={"replicas": {"worker": 2}, "gpus": 8},
+    )
+    ns = team["tenant"].namespace
+    vcjob = cluster.get(VCJOB_API, "Job", "ddp-1", ns)
+    spec = vcjob["spec"]
+    assert spec["queue"] == team["tenant"].queue_name
+    assert spec["schedulerName"] == "volcano"
+    assert [(t["name"], t["replicas"]) for t in spec["tasks"]] == [("master", 1), ("worker", 2)]
+    for task in spec["tasks"]:
+        pod = task["template"]["spec"]
+        assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+        assert pod["runtimeClassName"] == "nvidia"
+    assert set(spec["plugins"]) == {"svc", "env"}
+    assert vcjob["metadata"]["labels"]["gpu-portal.io/owner"] == "bob"
+    workspace = cluster.get("v1", "PersistentVolumeClaim", "ddp-1-workspace", ns)
+    assert workspace["spec"]["resources"]["requests"]["storage"] == "200Gi"
+    assert cluster.get("v1", "PersistentVolumeClaim", "corpus", ns) is not None
+    secret = cluster.get("v1", "Secret", "ddp-1-ssh-keys", ns)
+    assert secret is not None
+    assert job.state == JobState.PENDING
+    assert job.gpus == 24
+
+
+def test_status_flows_back_from_the_volcano_job(
+    cluster, team, templates, launch, django_capture_on_commit_callbacks
+):
+    job = launch(templates["single-gpu"], name="script-1")
+    set_phase(cluster, job, "Running", running=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        resync_jobs()
+    job.refresh_from_db()
+    assert (job.state, job.phase, job.counts["running"]) == (JobState.RUNNING, "Running", 1)
+    assert job.started_at is not None
+    set_phase(cluster, job, "Completed", succeeded=1)
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED
+    assert [e.message for e in job.events.filter(kind="state")][:2] == [
+        "running → succeeded",
+        "pending → running",
+    ]
+
+
+def test_reconciling_again_never_rewrites_the_volcano_job(cluster, team, templates, launch):
+    job = launch(templates["single-gpu"], name="script-2")
+    ns = team["tenant"].namespace
+    before = cluster.get(VCJOB_API, "Job", job.name, ns)["metadata"]["resourceVersion"]
+    Job.objects.filter(pk=job.pk).update(spec={**job.spec, "image": "changed:2"})
+    reconcile_job(job.pk)
+    after = cluster.get(VCJOB_API, "Job", job.name, ns)
+    assert after["metadata"]["resourceVersion"] == before
+    assert after["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"] != "changed:2"
+
+
+def test_a_pending_job_says_why_in_plain_words(cluster, team, templates, launch):
+    job = launch(templates["single-gpu"], name="script-3")
+    uid = cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace)["metadata"]["uid"]
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": f"{job.name}-{uid}", "namespace": team["tenant"].namespace},
+        "spec": {"minMember": 1, "queue": team["tenant"].queue_name},
+    }
+    cluster.apply_one(group)
+    cluster.apply_status(
+        {
+            **group,
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "reason": "NotEnoughResources",
+                        "message": "1/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, "
+                        "1 minAvailable; Pending: 1 Unschedulable; 0/4 nodes are unavailable: "
+                        "4 Insufficient nvidia.com/gpu.",
+                        "transitionID": "x",
+                        "lastTransitionTime": "2026-12-02T10:00:00Z",
+                    }
+                ],
+            },
+        }
+    )
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.pending_reason.startswith("Not enough free GPUs on any node right now")
+
+
+def test_cancel_sends_volcanos_abort_command_and_ends_cancelled(
+    cluster, team, templates, launch, django_capture_on_commit_callbacks
+):
+    job = launch(templates["single-gpu"], name="script-4")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_job(job, actor=team["bob"])
+    command = cluster.get(
+        "bus.volcano.sh/v1alpha1", "Command", "script-4-abort", team["tenant"].namespace
+    )
+    assert command["action"] == "AbortJob"
+    assert command["target"]["name"] == "script-4"
+    set_phase(cluster, job, "Aborted")
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED
+
+
+def test_delete_removes_everything_the_job_owns_but_keeps_the_data_volume(
+    cluster, team, templates, launch, django_capture_on_commit_callbacks
+):
+    SSHKey.objects.create(user=team["bob"], name="laptop", public_key=ED25519)
+    volume = services.create_data_volume(
+        team["tenant"], name="keep-me", size_gib=10, actor=team["bob"]
+    )
+    job = launch(templates["single-gpu"], name="script-5", data_volume=volume)
+    ns = team["tenant"].namespace
+    with django_capture_on_commit_callbacks(execute=True):
+        services.delete_job(job, actor=team["bob"])
+    wait_for(
+        lambda: cluster.get("v1", "PersistentVolumeClaim", "script-5-workspace", ns) is None,
+        message="the workspace PVC to be deleted",
+    )
+    assert cluster.get(VCJOB_API, "Job", "script-5", ns) is None
+    assert cluster.get("v1", "Secret", "script-5-ssh-keys", ns) is None
+    assert cluster.get("v1", "PersistentVolumeClaim", "keep-me", ns) is not None
+    assert not Job.objects.filter(pk=job.pk).exists()
+
+
+def test_a_job_larger_than_the_whole_quota_is_refused(team, templates, launch):
+    with pytest.raises(ValidationError) as caught:
+        launch(templates["pytorch-ddp"], overrides={"replicas": {"worker": 3}})
+    assert caught.value.message_dict["gpus"] == [
+        "This job asks for 32 GPUs but the tenant's whole quota is 24; it could never start. "
+        "Ask for fewer GPUs."
+    ]
+    assert not Job.objects.exists()
+
+
+def test_more_gpus_per_replica_than_any_node_has_is_a_warning(
+    cluster, team, templates, launch, django_capture_on_commit_callbacks
+):
+    from django.core.cache import cache
+
+    cache.delete("node-gpu-facts")
+    largest, _ = services.node_gpu_facts()
+    with django_capture_on_commit_callbacks(execute=True):
+        job, warnings = services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            overrides={"gpus": largest + 1},
+            name="too-wide",
+        )
+    assert warnings == [
+        f"Task main asks for {largest + 1} GPUs per replica but no node has more "
+        f"than {largest}; it could never be scheduled."
+    ]
+    assert job.pk
+
+
+def test_bad_overrides_reach_nothing_in_the_cluster(cluster, team, templates, launch):
+    with pytest.raises(ValidationError) as caught:
+        launch(templates["single-gpu"], name="Bad Name", overrides={"image": "Not An Image"})
+    assert "name" in caught.value.message_dict
+    with pytest.raises(ValidationError) as caught:
+        launch(templates["single-gpu"], name="ok-name", overrides={"image": "Not An Image"})
+    assert "registry/path/name:tag" in caught.value.message_dict["image"][0]
+    assert cluster.get(VCJOB_API, "Job", "ok-name", team["tenant"].namespace) is None
+    assert not Job.objects.exists()
+
+
+def test_a_relaunch_recreates_the_recorded_spec(
+    cluster, team, templates, launch, django_capture_on_commit_callbacks
+):
+    job = launch(
+        templates["pytorch-ddp"], name="orig", overrides={"gpus": 4, "replicas": {"worker": 1}}
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        again, _ = services.relaunch_job(job, actor=team["bob"], name="orig-again")
+    first = cluster.get(VCJOB_API, "Job", "orig", team["tenant"].namespace)["spec"]
+    second = cluster.get(VCJOB_API, "Job", "orig-again", team["tenant"].namespace)["spec"]
+    assert first["tasks"][1]["replicas"] == second["tasks"][1]["replicas"] == 1
+    assert (
+        first["tasks"][0]["template"]["spec"]["containers"][0]["resources"]
+        == second["tasks"][0]["template"]["spec"]["containers"][0]["resources"]
+    )

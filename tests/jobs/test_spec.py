@@ -1,0 +1,116 @@
+"""Template specs: every problem reported by field path, with what to fix."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from jobs import spec as specs
+from jobs.seed import TEMPLATES
+
+
+def errors_of(data, **kwargs):
+    with pytest.raises(ValidationError) as caught:
+        specs.parse(data, **kwargs)
+    return caught.value.message_dict
+
+
+def base(**changes):
+    data = {
+        "image": "nvcr.io/nvidia/pytorch:24.10-py3",
+        "command": ["python", "train.py"],
+        "tasks": [{"name": "main", "replicas": 1, "gpus": 1}],
+    }
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize(("name", "description", "spec", "overridable"), TEMPLATES)
+def test_the_seeded_templates_are_valid(name, description, spec, overridable):
+    parsed = specs.parse(spec, name=name)
+    assert parsed.total_gpus >= 1
+    assert set(overridable) <= set(specs.OVERRIDABLE)
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "pytorch",
+        "nvcr.io/nvidia/pytorch:24.10-py3",
+        "registry.local:5000/train/llama:latest",
+        "ghcr.io/org/img@sha256:" + "a" * 64,
+    ],
+)
+def test_good_image_references_pass(image):
+    assert specs.parse(base(image=image)).image == image
+
+
+@pytest.mark.parametrize("image", ["", "UPPER/case", "has space:1", "img:tag:extra", "-lead"])
+def test_bad_image_references_say_what_to_fix(image):
+    assert "registry/path/name:tag" in errors_of(base(image=image))["image"][0]
+
+
+def test_task_and_port_problems_are_keyed_by_their_path():
+    errors = errors_of(
+        base(
+            tasks=[
+                {"name": "main", "replicas": 0, "gpus": 100, "memory": "lots"},
+                {"name": "main"},
+            ],
+            expose=[
+                {"name": "jupyter", "task": "nope", "container_port": 70000},
+                {"name": "jupyter", "task": "main", "container_port": 22, "protocol": "udp"},
+            ],
+            env={"1BAD": "x", "GOOD_NAME": "y"},
+            plugins=["svc", "mpi"],
+        )
+    )
+    assert errors["tasks[0].replicas"] == ["Must be between 1 and 1000 (got 0)."]
+    assert errors["tasks[0].gpus"] == ["Must be between 0 and 64 (got 100)."]
+    assert "positive Kubernetes quantity" in errors["tasks[0].memory"][0]
+    assert errors["tasks[1].name"] == ["Task 'main' appears twice."]
+    assert errors["expose[0].task"] == ["No task named 'nope'; tasks are main."]
+    assert errors["expose[0].container_port"] == ["Must be between 1 and 65535 (got 70000)."]
+    assert errors["expose[1].name"] == ["The port name 'jupyter' is used twice."]
+    assert errors["expose[1].protocol"] == ["Use http, tcp or ssh."]
+    assert "'1BAD' is not a valid environment variable name" in errors["env"][0]
+    assert errors["plugins"] == ["Unknown Volcano plugin 'mpi'; use svc, env, ssh."]
+
+
+def test_a_command_line_is_split_like_a_shell_would():
+    parsed = specs.parse(base(command="python train.py --lr '1e-4 x'"))
+    assert parsed.command == ("python", "train.py", "--lr", "1e-4 x")
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [("llama-sft-001", True), ("Llama", False), ("a" * 48, True), ("a" * 49, False), ("-x", False)],
+)
+def test_job_names_are_dns_labels_short_enough_for_pod_names(name, ok):
+    if ok:
+        specs.validate_job_name(name)
+    else:
+        with pytest.raises(ValidationError):
+            specs.validate_job_name(name)
+
+
+def test_overrides_change_only_what_the_template_allows():
+    template = base(
+        tasks=[
+            {"name": "master", "gpus": 8},
+            {"name": "worker", "replicas": 2, "gpus": 8},
+            {"name": "cpu"},
+        ]
+    )
+    data = specs.apply_overrides(
+        template, {"gpus": 4, "replicas": {"worker": 5}}, ["gpus", "replicas"]
+    )
+    assert [(t["name"], t.get("replicas", 1), t.get("gpus", 0)) for t in data["tasks"]] == [
+        ("master", 1, 4),
+        ("worker", 5, 4),
+        ("cpu", 1, 0),
+    ]
+    assert template["tasks"][1]["replicas"] == 2  # the template itself is untouched
+    with pytest.raises(ValidationError) as caught:
+        specs.apply_overrides(template, {"image": "other:1"}, ["gpus"])
+    assert caught.value.message_dict == {
+        "image": ["This template does not allow changing 'image'."]
+    }
