@@ -44,8 +44,8 @@ def reconcile_job(job_id):
         if job.delete_requested:
             _delete(job)
             return
-        if job.state == JobState.QUEUED or (job.is_finished and not job.cancel_requested):
-            return
+        if job.state == JobState.QUEUED or job.is_finished:
+            return  # nothing in the cluster yet, or nothing more to do there
         try:
             vcjob = _ensure(job)
             _observe(job, vcjob)

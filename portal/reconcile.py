@@ -4,10 +4,9 @@ at a time (a PostgreSQL advisory lock)."""
 import contextlib
 import hashlib
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connection, transaction
-
-QUEUED_TTL = 300
 
 
 def _queued_key(task_name, pk):
@@ -15,10 +14,11 @@ def _queued_key(task_name, pk):
 
 
 def enqueue(task, pk, *, countdown=None):
-    """Send `task(pk)` once the transaction commits, unless one is already waiting."""
+    """Send `task(pk)` once the transaction commits, unless one is already waiting. The mark
+    expires, so a message lost with a killed worker is sent again by the next resync."""
 
     def send():
-        if cache.add(_queued_key(task.name, pk), 1, timeout=QUEUED_TTL):
+        if cache.add(_queued_key(task.name, pk), 1, timeout=settings.RECONCILE_DEDUP_SECONDS):
             task.apply_async(args=[pk], countdown=countdown)
 
     transaction.on_commit(send)

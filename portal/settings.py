@@ -144,6 +144,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 RESYNC_INTERVAL = env.int("RESYNC_INTERVAL", default=60)
+# How long an enqueued reconcile suppresses another for the same object.
+RECONCILE_DEDUP_SECONDS = env.int("RECONCILE_DEDUP_SECONDS", default=30)
 CELERY_BEAT_SCHEDULE = {
     "resync": {
         "task": "portal.tasks.resync_all",

@@ -69,16 +69,15 @@ def _database_url():
     return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
-@pytest.fixture(scope="session")
-def worker_process(django_db_setup, cluster, tmp_path_factory):
-    """A real Celery worker on the test database and a test Redis database."""
-    log_path = tmp_path_factory.mktemp("worker") / "worker.log"
+def start_worker(log_path):
+    """A real Celery worker process on the test database and the test Redis database."""
     env = {
         **os.environ,
         "DATABASE_URL": _database_url(),
         "REDIS_URL": settings.REDIS_URL,
         "KUBECONFIG": settings.KUBECONFIG,
         "DEBUG": "true",
+        "RECONCILE_DEDUP_SECONDS": str(settings.RECONCILE_DEDUP_SECONDS),
     }
     handle = log_path.open("w")
     proc = subprocess.Popen(
@@ -107,10 +106,15 @@ def worker_process(django_db_setup, cluster, tmp_path_factory):
         assert proc.poll() is None, f"the worker exited:\n{log_path.read_text()}"
         assert time.monotonic() < deadline, f"the worker did not start:\n{log_path.read_text()}"
         time.sleep(0.2)
+    return proc
+
+
+@pytest.fixture(scope="session")
+def worker_process(django_db_setup, cluster, tmp_path_factory):
+    proc = start_worker(tmp_path_factory.mktemp("worker") / "worker.log")
     yield proc
     proc.terminate()
     proc.wait(10)
-    handle.close()
 
 
 @pytest.fixture

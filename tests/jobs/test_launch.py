@@ -116,8 +116,9 @@ def test_a_pending_job_says_why_in_plain_words(cluster, team, templates, launch)
                         "type": "Unschedulable",
                         "status": "True",
                         "reason": "NotEnoughResources",
-                        "message": "1/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, "
-                        "1 minAvailable; Pending: 1 Unschedulable; 0/4 nodes are unavailable: "
+                        "message": "1/1 tasks in gang unschedulable: pod group is not ready, "
+                        "1 Pending, 1 minAvailable; Pending: 1 Unschedulable; 0/4 nodes are "
+                        "unavailable: "
                         "4 Insufficient nvidia.com/gpu.",
                         "transitionID": "x",
                         "lastTransitionTime": "2026-12-02T10:00:00Z",

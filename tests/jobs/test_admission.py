@@ -1,0 +1,132 @@
+"""The portal's own queue: jobs beyond the quota wait in order; admission is race-safe."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from jobs import services
+from jobs.admission import queue_position
+from jobs.choices import JobState
+from jobs.models import Job
+from jobs.tasks import reconcile_job
+from k8s_adapters.quantity import to_decimal
+from k8s_adapters.volcano import VCJOB_API
+from tenants.models import Tenant
+from tests.jobs.conftest import set_phase
+
+
+def launch(team, version, who="bob", gpus=8, name=None):
+    job, _ = services.launch_job(
+        team["tenant"],
+        team[who],
+        actor=team[who],
+        template_version=version,
+        overrides={"gpus": gpus},
+        name=name or "",
+    )
+    job.refresh_from_db()
+    return job
+
+
+def states(*jobs):
+    return [Job.objects.get(pk=j.pk).state for j in jobs]
+
+
+def cluster_gpus(cluster, namespace):
+    """GPUs asked for by the Volcano jobs in the namespace that have not finished."""
+    total = 0
+    for job in cluster.list(VCJOB_API, "Job", namespace=namespace):
+        phase = ((job.get("status") or {}).get("state") or {}).get("phase")
+        if phase in ("Completed", "Failed", "Aborted", "Terminated"):
+            continue
+        for task in job["spec"]["tasks"]:
+            limits = task["template"]["spec"]["containers"][0]["resources"]["limits"]
+            total += int(to_decimal(limits.get("nvidia.com/gpu", 0))) * task["replicas"]
+    return total
+
+
+@pytest.mark.django_db
+def test_jobs_beyond_the_quota_wait_in_order_and_start_as_gpus_free(
+    cluster, team, templates, django_capture_on_commit_callbacks
+):
+    single = templates["single-gpu"]
+    with django_capture_on_commit_callbacks(execute=True):
+        first, second, third, fourth, fifth = (
+            launch(team, single, name=f"j{i}") for i in range(1, 6)
+        )
+    assert states(first, second, third, fourth, fifth) == ["pending"] * 3 + ["queued"] * 2
+    assert (queue_position(fourth), queue_position(fifth)) == (1, 2)
+    assert cluster.get(VCJOB_API, "Job", "j4", team["tenant"].namespace) is None
+
+    set_phase(cluster, first, "Completed", succeeded=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        reconcile_job(first.pk)
+    assert states(first, fourth, fifth) == ["succeeded", "pending", "queued"]
+    assert queue_position(Job.objects.get(pk=fifth.pk)) == 1
+    assert cluster.get(VCJOB_API, "Job", "j4", team["tenant"].namespace) is not None
+
+
+@pytest.mark.django_db
+def test_a_member_at_their_cap_does_not_block_teammates(
+    team, templates, cluster, django_capture_on_commit_callbacks
+):
+    Tenant.objects.filter(pk=team["tenant"].pk).update(member_gpu_cap=8)
+    team["tenant"].refresh_from_db()
+    single = templates["single-gpu"]
+    with django_capture_on_commit_callbacks(execute=True):
+        bob_1 = launch(team, single, "bob")
+        bob_2 = launch(team, single, "bob")
+        alice_1 = launch(team, single, "alice")
+    assert states(bob_1, bob_2, alice_1) == ["pending", "queued", "pending"]
+
+
+@pytest.mark.django_db
+def test_cancelling_a_queued_job_never_touches_the_cluster(
+    team, templates, cluster, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        jobs = [launch(team, templates["single-gpu"], name=f"c{i}") for i in range(4)]
+        services.cancel_job(jobs[3], actor=team["bob"])
+    assert states(*jobs) == ["pending"] * 3 + ["cancelled"]
+    assert cluster.get(VCJOB_API, "Job", "c3", team["tenant"].namespace) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_launches_never_put_more_gpus_in_the_cluster_than_the_quota(
+    cluster, team, templates
+):
+    errors = []
+
+    def worker(i):
+        try:
+            launch(team, templates["single-gpu"], gpus=4, name=f"p{i:02d}")
+        except Exception as exc:  # collected and asserted below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    namespace = team["tenant"].namespace
+    holding = Job.objects.filter(tenant=team["tenant"]).holding()
+    assert sum(j.gpus for j in holding) == 24
+    assert holding.count() == 6
+    assert Job.objects.filter(state=JobState.QUEUED).count() == 10
+    assert cluster_gpus(cluster, namespace) == 24
+
+    done = holding.order_by("queued_at").first()
+    set_phase(cluster, done, "Completed", succeeded=1)
+    reconcile_job(done.pk)
+    assert cluster_gpus(cluster, namespace) == 24  # 20 still held + the next 4 admitted
+    head = Job.objects.filter(state=JobState.QUEUED).order_by("queued_at").first()
+    admitted = (
+        Job.objects.filter(tenant=team["tenant"], submitted_at__isnull=False)
+        .exclude(pk__in=[j.pk for j in holding])
+        .get()
+    )
+    assert admitted.queued_at <= head.queued_at
