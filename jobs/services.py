@@ -108,24 +108,32 @@ def generate_name(prefix):
 
 
 def resolve(tenant, owner, *, name, data, data_volume=None):
-    """Validate a launch into a JobSpec, raising ValidationError keyed by field."""
+    """Validate a launch into a JobSpec, raising one ValidationError with every problem keyed
+    by field."""
+    errors = {}
     try:
         specs.validate_job_name(name)
     except ValidationError as exc:
-        raise ValidationError({"name": exc.error_list}) from exc
+        errors["name"] = exc.error_list
     if data_volume is not None and data_volume.tenant_id != tenant.pk:
-        raise ValidationError({"data_volume": "That data volume belongs to another tenant."})
+        errors["data_volume"] = [ValidationError("That data volume belongs to another tenant.")]
     keys = [k.public_key.strip() for k in SSHKey.objects.filter(user=owner)]
-    return specs.parse(
-        data,
-        name=name,
-        namespace=tenant.namespace,
-        queue=tenant.queue_name,
-        tenant=tenant.slug,
-        owner=owner.username,
-        ssh_keys=keys,
-        data_volume=data_volume.name if data_volume else "",
-    )
+    try:
+        spec = specs.parse(
+            data,
+            name=name,
+            namespace=tenant.namespace,
+            queue=tenant.queue_name,
+            tenant=tenant.slug,
+            owner=owner.username,
+            ssh_keys=keys,
+            data_volume=data_volume.name if data_volume else "",
+        )
+    except ValidationError as exc:
+        errors.update(exc.error_dict)
+    if errors:
+        raise ValidationError(errors)
+    return spec
 
 
 def launch_job(

@@ -30,12 +30,11 @@ FORM_FIELDS = {
 
 def spec_errors(form, exc):
     """Service errors keyed by spec paths, put on the matching form field or above the form."""
-    for path, errors in getattr(exc, "error_dict", {"__all__": exc.error_list}).items():
+    by_path = exc.error_dict if hasattr(exc, "error_dict") else {"__all__": exc.error_list}
+    for path, errors in by_path.items():
         field = FORM_FIELDS.get(path)
         if field is None and path.endswith(".gpus"):
             field = "gpus"
-        if field is None and path.endswith(".replicas"):
-            field = None
         for error in errors:
             for message in error.messages:
                 form.add_error(

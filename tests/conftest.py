@@ -69,8 +69,9 @@ def _database_url():
     return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
-def start_worker(log_path):
-    """A real Celery worker process on the test database and the test Redis database."""
+def start_worker(log_path, *, beat=False, **env_overrides):
+    """A real Celery worker process on the test database and the test Redis database; with
+    beat=True it also runs the periodic resyncs, as `celery beat` would."""
     env = {
         **os.environ,
         "DATABASE_URL": _database_url(),
@@ -78,8 +79,10 @@ def start_worker(log_path):
         "KUBECONFIG": settings.KUBECONFIG,
         "DEBUG": "true",
         "RECONCILE_DEDUP_SECONDS": str(settings.RECONCILE_DEDUP_SECONDS),
+        **env_overrides,
     }
     handle = log_path.open("w")
+    extra = ["-B", "-s", str(log_path.with_suffix(".schedule"))] if beat else []
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -95,6 +98,7 @@ def start_worker(log_path):
             "--without-heartbeat",
             "-l",
             "info",
+            *extra,
         ],
         cwd=ROOT,
         env=env,
