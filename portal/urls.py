@@ -7,7 +7,7 @@ from jobs import api as jobs_api
 from tenants import api as tenants_api
 from tenants import views as tenants_views
 
-from . import health
+from . import health, profile
 
 router = DefaultRouter()
 router.register("tenants", tenants_api.TenantViewSet, basename="tenant")
@@ -24,6 +24,8 @@ router.register(
     basename="data-volume",
 )
 router.register("templates", jobs_api.TemplateViewSet, basename="template")
+router.register("me/ssh-keys", profile.SSHKeyViewSet, basename="ssh-key")
+router.register("me/tokens", profile.TokenViewSet, basename="token")
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
@@ -31,6 +33,11 @@ urlpatterns = [
     path("", tenants_views.home, name="home"),
     path("", include("tenants.urls")),
     path("", include("jobs.urls")),
+    path("profile/", profile.profile, name="profile"),
+    path("profile/keys/<int:key_id>/delete/", profile.delete_key, name="profile-key-delete"),
+    path(
+        "profile/tokens/<int:token_id>/revoke/", profile.revoke_token, name="profile-token-revoke"
+    ),
     path("accounts/", include("allauth.urls")),
     path("api/v1/", include(router.urls)),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),

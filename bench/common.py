@@ -1,0 +1,58 @@
+"""Shared set-up for benchmarks: Django on the development database, a Redis database of their
+own, and helpers to start the portal's real processes."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_REDIS = "redis://127.0.0.1:63790/2"
+
+
+def setup_django():
+    sys.path.insert(0, str(ROOT))
+    os.environ["REDIS_URL"] = BENCH_REDIS
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    import django
+
+    django.setup()
+
+
+def start(args, log_name, **env):
+    log = ROOT / ".local" / "logs"
+    log.mkdir(parents=True, exist_ok=True)
+    handle = (log / log_name).open("w")
+    proc = subprocess.Popen(
+        args, cwd=ROOT, env={**os.environ, **env}, stdout=handle, stderr=subprocess.STDOUT
+    )
+    return proc, log / log_name
+
+
+def start_worker(log_name="bench-worker.log"):
+    proc, path = start(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "-P",
+            "solo",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "warning",
+        ],
+        log_name,
+    )
+    time.sleep(3)
+    assert proc.poll() is None, path.read_text()
+    return proc
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]

@@ -1,0 +1,136 @@
+"""The profile page and API: SSH public keys (mounted into jobs) and personal API tokens."""
+
+from datetime import timedelta
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.response import Response
+
+from .models import ApiToken, SSHKey
+
+
+class SSHKeyForm(forms.ModelForm):
+    class Meta:
+        model = SSHKey
+        fields = ["name", "public_key"]
+        widgets = {"public_key": forms.Textarea(attrs={"rows": 3})}
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    days = forms.IntegerField(min_value=1, max_value=365, initial=90, label="Expires in (days)")
+
+
+def issue_token(user, name, days):
+    return ApiToken.issue(user, name, timezone.now() + timedelta(days=days))
+
+
+@login_required
+def profile(request):
+    key_form = SSHKeyForm(request.POST if "add_key" in request.POST else None)
+    token_form = TokenForm(request.POST if "add_token" in request.POST else None)
+    new_token = None
+    if key_form.is_bound and key_form.is_valid():
+        key = key_form.save(commit=False)
+        key.user = request.user
+        key.save()
+        messages.success(request, f"SSH key {key.name} added; new jobs mount it.")
+        return redirect("profile")
+    if token_form.is_bound and token_form.is_valid():
+        _, new_token = issue_token(
+            request.user, token_form.cleaned_data["name"], token_form.cleaned_data["days"]
+        )
+    return render(
+        request,
+        "portal/profile.html",
+        {
+            "key_form": key_form,
+            "token_form": token_form,
+            "new_token": new_token,
+            "keys": request.user.ssh_keys.all(),
+            "tokens": request.user.api_tokens.all(),
+        },
+    )
+
+
+@login_required
+@require_POST
+def delete_key(request, key_id):
+    get_object_or_404(SSHKey, user=request.user, pk=key_id).delete()
+    return redirect("profile")
+
+
+@login_required
+@require_POST
+def revoke_token(request, token_id):
+    ApiToken.objects.filter(user=request.user, pk=token_id).update(revoked_at=timezone.now())
+    return redirect("profile")
+
+
+class SSHKeySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SSHKey
+        fields = ["id", "name", "public_key", "created_at"]
+
+
+class SSHKeyViewSet(viewsets.ModelViewSet):
+    """Your SSH public keys; jobs launched afterwards mount them read-only."""
+
+    serializer_class = SSHKeySerializer
+    http_method_names = ["get", "post", "delete", "head", "options"]
+
+    def get_queryset(self):
+        return SSHKey.objects.filter(user=self.request.user)
+
+    def perform_create(self, serializer):
+        serializer.save(user=self.request.user)
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    days = serializers.IntegerField(write_only=True, min_value=1, max_value=365, default=90)
+
+    class Meta:
+        model = ApiToken
+        fields = [
+            "id",
+            "name",
+            "key_id",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+            "days",
+        ]
+        read_only_fields = ["key_id", "created_at", "expires_at", "revoked_at", "last_used_at"]
+
+
+class TokenViewSet(
+    mixins.ListModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Your personal API tokens. The token itself is returned once, at creation; DELETE revokes."""
+
+    serializer_class = TokenSerializer
+
+    def get_queryset(self):
+        return ApiToken.objects.filter(user=self.request.user)
+
+    def create(self, request):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        token, raw = issue_token(
+            request.user, serializer.validated_data["name"], serializer.validated_data["days"]
+        )
+        return Response(
+            {**TokenSerializer(token).data, "token": raw}, status=status.HTTP_201_CREATED
+        )
+
+    def perform_destroy(self, token):
+        ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
