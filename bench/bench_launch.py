@@ -10,7 +10,6 @@ import time
 import uuid
 
 import requests
-
 from common import percentile, setup_django, start, start_worker
 
 setup_django()
@@ -25,7 +24,7 @@ from k8s_adapters.volcano import VCJOB_API  # noqa: E402
 from portal.k8s import get_cluster  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.choices import Role  # noqa: E402
-from tenants.models import AuditEvent, Membership, Tenant  # noqa: E402
+from tenants.models import AuditEvent, Membership  # noqa: E402
 from tenants.tasks import reconcile_tenant  # noqa: E402
 
 LATENCY_RUNS, QUEUED_RUNS, PORT = 200, 1000, 8765
