@@ -1,3 +1,5 @@
+import shlex
+
 import yaml
 from django import forms
 
@@ -35,7 +37,10 @@ class LaunchForm(forms.Form):
         allowed = set(version.overridable)
         self.fields["image"].initial = spec.get("image")
         command = spec.get("command") or []
-        self.fields["command"].initial = " ".join(command) if isinstance(command, list) else command
+        # shlex.join quotes so that splitting the text again gives back the same argv
+        self.fields["command"].initial = (
+            shlex.join(command) if isinstance(command, list) else command
+        )
         gpu_tasks = [t for t in spec["tasks"] if t.get("gpus")]
         self.fields["gpus"].initial = gpu_tasks[0]["gpus"] if gpu_tasks else 0
         self.fields["workspace_gib"].initial = (spec.get("volumes") or {}).get("workspace_gib", 50)
@@ -61,7 +66,7 @@ class LaunchForm(forms.Form):
         for key in ("image", "gpus", "workspace_gib"):
             if key in self.version.overridable and data.get(key) not in (None, ""):
                 overrides[key] = data[key]
-        if "command" in self.version.overridable and data.get("command"):
+        if "command" in self.version.overridable and "command" in self.changed_data:
             overrides["command"] = data["command"]
         if "replicas" in self.version.overridable:
             overrides["replicas"] = {

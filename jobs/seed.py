@@ -5,12 +5,12 @@ PYTORCH_DDP = {
     "command": [
         "bash",
         "-c",
-        "torchrun --nnodes=$((VC_WORKER_NUM + 1)) --nproc-per-node=$NPROC "
+        "torchrun --nnodes=$((VC_WORKER_NUM + 1)) --nproc-per-node=$GPU_PORTAL_GPUS "
         "--node-rank=${VC_TASK_INDEX:-0} --rdzv-backend=c10d "
         "--rdzv-endpoint=${VC_MASTER_HOSTS%%,*}:29500 train.py",
     ],
     "working_dir": "/workspace",
-    "env": {"NPROC": "8", "NCCL_DEBUG": "WARN"},
+    "env": {"NCCL_DEBUG": "WARN"},
     "tasks": [
         {
             "name": "master",

@@ -128,6 +128,7 @@ def _container(spec, task, mounts):
     env += [
         {"name": "GPU_PORTAL_JOB", "value": spec.name},
         {"name": "GPU_PORTAL_TASK", "value": task.name},
+        {"name": "GPU_PORTAL_GPUS", "value": str(task.gpus)},
     ]
     container = {
         "name": "main",

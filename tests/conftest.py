@@ -113,20 +113,43 @@ def start_worker(log_path, *, beat=False, **env_overrides):
     return proc
 
 
+class SessionWorker:
+    """The session's worker process, started on first use and again after a test stopped it."""
+
+    def __init__(self, log_dir):
+        self.log_dir, self.proc, self.starts = log_dir, None, 0
+
+    def ensure(self):
+        if self.proc is None or self.proc.poll() is not None:
+            self.starts += 1
+            self.proc = start_worker(self.log_dir / f"worker-{self.starts}.log")
+        return self.proc
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
 @pytest.fixture(scope="session")
-def worker_process(django_db_setup, cluster, tmp_path_factory):
-    proc = start_worker(tmp_path_factory.mktemp("worker") / "worker.log")
-    yield proc
-    proc.terminate()
-    proc.wait(10)
+def session_worker(django_db_setup, cluster, tmp_path_factory):
+    worker = SessionWorker(tmp_path_factory.mktemp("worker"))
+    yield worker
+    worker.stop()
 
 
 @pytest.fixture
-def worker(worker_process, transactional_db):
-    """Tasks go through Redis to the real worker for this test."""
+def queued_tasks(transactional_db):
+    """Tasks go through Redis for this test, to whichever worker consumes them."""
     celery_app.conf.task_always_eager = False
-    yield worker_process
+    yield
     celery_app.conf.task_always_eager = True
+
+
+@pytest.fixture
+def worker(session_worker, queued_tasks):
+    """Tasks go through Redis to the session's real worker for this test."""
+    return session_worker.ensure()
 
 
 CHROMIUM_ARGS = [

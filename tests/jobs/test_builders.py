@@ -119,3 +119,12 @@ def test_a_job_owns_its_secret_and_workspace_and_only_mounts_the_data_disk():
     data = build_data_pvc("corpus", "tenant-vision", "vision", 500)
     assert "gpu-portal.io/job" not in data["metadata"]["labels"]
     assert data["metadata"]["labels"]["gpu-portal.io/component"] == "data-volume"
+
+
+def test_every_container_knows_its_job_task_and_gpu_count():
+    env = build_vcjob(SPEC)["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["env"]
+    assert env == [
+        {"name": "GPU_PORTAL_JOB", "value": "sft"},
+        {"name": "GPU_PORTAL_TASK", "value": "worker"},
+        {"name": "GPU_PORTAL_GPUS", "value": "8"},
+    ]

@@ -114,3 +114,14 @@ def test_overrides_change_only_what_the_template_allows():
     assert caught.value.message_dict == {
         "image": ["This template does not allow changing 'image'."]
     }
+
+
+def test_the_launch_form_round_trips_a_template_command_unchanged(db, templates):
+    from jobs.forms import LaunchForm
+    from tenants.models import Tenant
+
+    version = templates["pytorch-ddp"]
+    tenant = Tenant.objects.create(slug="rt", display_name="RT")
+    form = LaunchForm(version=version, tenant=tenant)
+    shown = form.fields["command"].initial
+    assert specs.parse({**version.spec, "command": shown}).command == tuple(version.spec["command"])

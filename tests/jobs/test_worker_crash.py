@@ -18,11 +18,13 @@ from tests.helpers import wait_for
 
 @pytest.mark.django_db(transaction=True)
 def test_a_killed_worker_converges_after_restart(
-    cluster, team, templates, worker, tmp_path, settings
+    cluster, team, templates, session_worker, queued_tasks, tmp_path, settings
 ):
     settings.RECONCILE_DEDUP_SECONDS = 2
     Tenant.objects.filter(pk=team["tenant"].pk).update(gpu_quota=100, max_running_jobs=100)
     namespace = team["tenant"].namespace
+    session_worker.stop()  # only the worker this test kills may take these tasks
+    worker = start_worker(tmp_path / "first.log")
     jobs = [
         services.launch_job(
             team["tenant"],
