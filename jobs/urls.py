@@ -1,9 +1,12 @@
 from django.urls import path
 
-from . import views
+from . import template_views, views
 
 app_name = "jobs"
 urlpatterns = [
+    path("templates/", template_views.template_list, name="templates"),
+    path("templates/new/", template_views.template_edit, name="template-new"),
+    path("templates/<int:template_id>/", template_views.template_edit, name="template"),
     path("tenants/<slug:slug>/jobs/", views.job_list, name="list"),
     path("tenants/<slug:slug>/jobs/launch/", views.launch, name="launch"),
     path("tenants/<slug:slug>/jobs/<slug:name>/", views.job_detail, name="detail"),

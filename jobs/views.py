@@ -35,11 +35,12 @@ def spec_errors(form, exc):
         field = FORM_FIELDS.get(path)
         if field is None and path.endswith(".gpus"):
             field = "gpus"
+        if field not in form.fields:
+            field = "spec" if "spec" in form.fields else None
         for error in errors:
             for message in error.messages:
-                form.add_error(
-                    field, message if field or path == "__all__" else f"{path}: {message}"
-                )
+                plain = field in FORM_FIELDS.values() or path == "__all__"
+                form.add_error(field, message if plain else f"{path}: {message}")
 
 
 def manifests_yaml(objects):

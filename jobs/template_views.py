@@ -1,0 +1,88 @@
+"""Job template pages: global templates (platform admins) and tenants' own (researchers)."""
+
+import yaml
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+
+from tenants.access import get_tenant_for_user, has_role, require_platform_admin
+from tenants.choices import Role
+from tenants.models import Tenant
+
+from . import services
+from .forms import TemplateForm
+from .models import JobTemplate
+from .views import spec_errors
+
+
+def _writable_tenants(user):
+    return [
+        t
+        for t in Tenant.objects.for_user(user).active().prefetch_related("memberships")
+        if has_role(t.role_of(user), Role.RESEARCHER)
+    ]
+
+
+@login_required
+def template_list(request):
+    templates = JobTemplate.objects.for_user(request.user).select_related("tenant")
+    return render(request, "jobs/template_list.html", {"templates": templates})
+
+
+@login_required
+def template_edit(request, template_id=None):
+    template = None
+    if template_id is not None:
+        template = get_object_or_404(JobTemplate.objects.for_user(request.user), pk=template_id)
+    initial = {}
+    if template is not None:
+        latest = template.latest
+        initial = {
+            "name": template.name,
+            "description": template.description,
+            "spec": yaml.safe_dump(latest.spec, sort_keys=False),
+            "overridable": latest.overridable,
+        }
+    form = TemplateForm(request.POST or None, initial=initial)
+    if template is not None:
+        form.fields["name"].required = False  # a template's name never changes
+    scopes = _writable_tenants(request.user)
+    if request.method == "POST" and form.is_valid():
+        scope = template.tenant.slug if template and template.tenant else request.POST.get("scope")
+        try:
+            tenant = _scope(request.user, scope if template is None or template.tenant else "")
+            version = services.save_template(
+                name=template.name if template else form.cleaned_data["name"],
+                spec_data=form.cleaned_data["spec"],
+                overridable=form.cleaned_data["overridable"],
+                description=form.cleaned_data["description"],
+                tenant=tenant,
+                actor=request.user,
+            )
+        except ValidationError as exc:
+            spec_errors(form, exc)
+        else:
+            messages.success(request, f"Saved {version}.")
+            return redirect("jobs:template", template_id=version.template_id)
+    return render(
+        request,
+        "jobs/template_form.html",
+        {
+            "form": form,
+            "template": template,
+            "scopes": scopes,
+            "versions": template.versions.all() if template else [],
+        },
+    )
+
+
+def _scope(user, slug):
+    """The tenant a template is saved for; global templates are for platform admins."""
+    if not slug:
+        require_platform_admin(user)
+        return None
+    tenant = get_tenant_for_user(user, slug, role=Role.RESEARCHER)
+    if tenant is None:
+        raise PermissionDenied
+    return tenant
