@@ -39,13 +39,17 @@ unix_socket_directories = '$data'
 fsync = off
 synchronous_commit = off
 full_page_writes = off
-max_connections = 200
+max_connections = 300
 CONF
   fi
   if ! as_pg "$(pg_bin pg_ctl)" -D "$data" status >/dev/null 2>&1; then
     as_pg "$(pg_bin pg_ctl)" -D "$data" -l "$data/server.log" -w start >/dev/null
   fi
   local psql=(as_pg "$(pg_bin psql)" -h 127.0.0.1 -p "$PG_PORT" -U postgres -qAt)
+  if (($("${psql[@]}" -c "show max_connections") < 300)); then  # concurrency tests need many
+    "${psql[@]}" -c "alter system set max_connections = 300"
+    as_pg "$(pg_bin pg_ctl)" -D "$data" -l "$data/server.log" -w restart >/dev/null
+  fi
   if [[ -z $("${psql[@]}" -c "select 1 from pg_roles where rolname='portal'") ]]; then
     "${psql[@]}" -c "create role portal login createdb"
   fi

@@ -1,7 +1,7 @@
 """Writes to jobs, templates and data volumes: validated, atomic, audited, reconciled."""
 
 import secrets
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from k8s_adapters.errors import K8sError
 from k8s_adapters.quantity import to_decimal
+from networking import attach
 from portal.k8s import get_cluster
 from portal.models import SSHKey
 from portal.reconcile import enqueue
@@ -172,6 +173,8 @@ def launch_job(
                     ]
                 }
             )
+        networks = data.get("networks") or []
+        pools = attach.validate_requests(tenant, networks, spec.total_replicas)
         try:
             job = Job.objects.create(
                 tenant=tenant,
@@ -181,11 +184,17 @@ def launch_job(
                 spec=asdict(spec),
                 gpus=spec.total_gpus,
                 data_volume=data_volume,
+                networks=networks,
                 state=JobState.QUEUED,
                 queued_at=timezone.now(),
             )
         except IntegrityError as exc:  # a concurrent launch took the name
             raise ValidationError({"name": f"A job named '{name}' already exists."}) from exc
+        if networks:
+            annotation, env = attach.attach(job, networks, pools, actor=actor)
+            spec = replace(spec, networks_annotation=annotation, extra_env=tuple(env))
+            job.spec = asdict(spec)
+            job.save(update_fields=["spec"])
         JobEvent.objects.create(job=job, kind="queued", message=f"Launched by {actor.username}.")
         record(
             actor,
@@ -239,6 +248,7 @@ def job_spec_as_template(job):
         ),
         "expose": list(s["ports"]),
         "volumes": {"workspace_gib": s["workspace_gib"], "storage_class": s["storage_class"]},
+        "networks": list(job.networks),
     }
 
 

@@ -167,6 +167,20 @@ def _ports(errors, items, task_names):
     return tuple(ports)
 
 
+def _networks(errors, networks):
+    if not isinstance(networks, list):
+        errors.add("networks", "Give a list of {pool, static_ip} entries.")
+        return
+    for i, item in enumerate(networks):
+        if not isinstance(item, dict) or not isinstance(item.get("pool"), str):
+            errors.add(f"networks[{i}].pool", "Name the IP pool, for example 'compute-a'.")
+        elif set(item) - {"pool", "static_ip", "pinned"}:
+            errors.add(
+                f"networks[{i}]",
+                f"Unknown keys: {', '.join(sorted(set(item) - {'pool', 'static_ip', 'pinned'}))}.",
+            )
+
+
 def _env(errors, env):
     if not isinstance(env, dict):
         errors.add("env", "Give environment variables as NAME: value pairs.")
@@ -220,6 +234,7 @@ def parse(
     workspace = _int(
         errors, "volumes.workspace_gib", volumes.get("workspace_gib", 50), 1, MAX_DISK_GIB
     )
+    _networks(errors, data.get("networks") or [])
     min_available = data.get("min_available")
     total = sum(t.replicas for t in tasks)
     if min_available is not None:

@@ -16,8 +16,9 @@ from k8s_adapters.volcano import (
     build_data_pvc,
     build_job,
 )
+from networking.services import release_for_job
 from portal.k8s import get_cluster
-from portal.reconcile import enqueue, object_lock, started
+from portal.reconcile import enqueue, exclusive, started
 from tenants.tasks import RETRY
 
 from . import pending
@@ -34,9 +35,8 @@ _queues = {"at": 0.0, "parents": set()}
 @shared_task(name="jobs.reconcile_job", ignore_result=True, **RETRY)
 def reconcile_job(job_id):
     started(reconcile_job.name, job_id)
-    with object_lock("job", job_id) as acquired:
+    with exclusive(reconcile_job, "job", job_id) as acquired:
         if not acquired:
-            enqueue(reconcile_job, job_id, countdown=1)
             return
         job = Job.objects.select_related("tenant", "owner", "data_volume").filter(pk=job_id).first()
         if job is None:
@@ -165,6 +165,7 @@ def _delete(job):
     )
     tenant_id = job.tenant_id
     with transaction.atomic():
+        release_for_job(job)
         job.delete()
     admit(tenant_id)
 

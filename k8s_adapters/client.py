@@ -67,7 +67,7 @@ class Cluster:
         self.field_manager = field_manager
         self._dynamic = None
         self._resources = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     @classmethod
     def connect(cls, kubeconfig=None, **kwargs):
@@ -85,10 +85,11 @@ class Cluster:
     def resource(self, api_version, kind):
         key = (api_version, kind)
         if key not in self._resources:
-            with translating():
-                self._resources[key] = self.dynamic.resources.get(
-                    api_version=api_version, kind=kind
-                )
+            with self._lock, translating():  # the client's discovery is not thread-safe
+                if key not in self._resources:
+                    self._resources[key] = self.dynamic.resources.get(
+                        api_version=api_version, kind=kind
+                    )
         return self._resources[key]
 
     def _namespace(self, resource, namespace):
@@ -130,6 +131,18 @@ class Cluster:
                 namespace=self._namespace(resource, meta.get("namespace")),
                 field_manager=f"{self.field_manager}-status",
                 force_conflicts=True,
+            )
+        return obj.to_dict()
+
+    def patch_merge(self, api_version, kind, name, patch, namespace=None) -> dict:
+        """A JSON merge patch (null deletes a key) of fields another controller owns."""
+        resource = self.resource(api_version, kind)
+        with translating():
+            obj = resource.patch(
+                body=patch,
+                name=name,
+                namespace=self._namespace(resource, namespace),
+                content_type="application/merge-patch+json",
             )
         return obj.to_dict()
 

@@ -29,14 +29,26 @@ def started(task_name, pk):
     cache.delete(_queued_key(task_name, pk))
 
 
-@contextlib.contextmanager
-def object_lock(kind, pk):
-    """Yield True when this process holds the object's advisory lock, False when another does."""
+def _lock_key(kind, pk):
     digest = hashlib.blake2b(f"{kind}:{pk}".encode(), digest_size=8).digest()
-    key = int.from_bytes(digest, "big", signed=True)
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@contextlib.contextmanager
+def exclusive(task, kind, pk):
+    """Yield True when this run holds the object's advisory lock. When another run holds it,
+    yield False and send this task again a moment later (it may have read older state); a run
+    executed inline (eagerly) waits for the lock instead."""
+    key = _lock_key(kind, pk)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s::bigint)", [key])
-        acquired = cursor.fetchone()[0]
+        if task.app.conf.task_always_eager:
+            cursor.execute("SELECT pg_advisory_lock(%s::bigint)", [key])
+            acquired = True
+        else:
+            cursor.execute("SELECT pg_try_advisory_lock(%s::bigint)", [key])
+            acquired = cursor.fetchone()[0]
+    if not acquired:
+        enqueue(task, pk, countdown=1)
     try:
         yield acquired
     finally:

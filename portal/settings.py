@@ -179,7 +179,9 @@ LOGGING = {
     "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }
 
-PORTAL_RESYNC_TASKS = ["tenants.resync_tenants"]
+PORTAL_RESYNC_TASKS = ["tenants.resync_tenants", "networking.resync_pools"]
+# Where Whereabouts keeps its IPPool objects.
+WHEREABOUTS_NAMESPACE = env.str("WHEREABOUTS_NAMESPACE", default="kube-system")
 # Job status follows the cluster at least this often (besides the full resync).
 JOB_SYNC_INTERVAL = env.int("JOB_SYNC_INTERVAL", default=10)
 CELERY_BEAT_SCHEDULE["jobs"] = {

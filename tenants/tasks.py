@@ -10,7 +10,7 @@ from k8s_adapters.errors import PermanentK8sError, TransientK8sError
 from k8s_adapters.labels import MANAGED_BY, PORTAL, TENANT, portal_labels
 from k8s_adapters.tenant import NAMESPACED_KINDS, QUEUE_API, build_tenant
 from portal.k8s import get_cluster
-from portal.reconcile import enqueue, object_lock, started
+from portal.reconcile import enqueue, exclusive, started
 
 from .choices import SyncState
 from .models import Tenant
@@ -28,9 +28,8 @@ RETRY = {
 @shared_task(name="tenants.reconcile_tenant", ignore_result=True, **RETRY)
 def reconcile_tenant(tenant_id):
     started(reconcile_tenant.name, tenant_id)
-    with object_lock("tenant", tenant_id) as acquired:
-        if not acquired:  # another run is busy with it: look again once it is done
-            enqueue(reconcile_tenant, tenant_id, countdown=2)
+    with exclusive(reconcile_tenant, "tenant", tenant_id) as acquired:
+        if not acquired:
             return
         tenant = Tenant.objects.filter(pk=tenant_id).first()
         if tenant is None:

@@ -35,6 +35,9 @@ class Job(models.Model):
     spec = models.JSONField(help_text="The final resolved spec: relaunching it recreates the job.")
     # The GPUs the spec asks for, kept beside it so admission can sum them in one query.
     gpus = models.PositiveIntegerField()
+    networks = models.JSONField(
+        default=list, blank=True, help_text="Requested secondary networks: [{pool, static_ip}]."
+    )
     data_volume = models.ForeignKey(
         "jobs.DataVolume", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
     )

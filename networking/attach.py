@@ -1,0 +1,58 @@
+"""Secondary networks of a job: which NetworkAttachmentDefinition each interface uses, static
+addresses reserved for single-pod jobs, and the NCCL/Gloo interface for compute networks."""
+
+from django.core.exceptions import ValidationError
+
+from k8s_adapters.multus import network_selection
+
+from .choices import Purpose
+from .models import IPPool
+from .services import reserve_address
+
+
+def validate_requests(tenant, networks, total_replicas):
+    """The pools of the requested networks, or a ValidationError keyed by networks[i]."""
+    errors, pools = {}, []
+    allowed = {p.name: p for p in IPPool.objects.for_tenant(tenant)}
+    for i, request in enumerate(networks):
+        pool = allowed.get(request.get("pool"))
+        if pool is None:
+            errors[f"networks[{i}].pool"] = (
+                f"No pool '{request.get('pool')}' is open to {tenant.slug}; available: "
+                f"{', '.join(sorted(allowed)) or 'none'}."
+            )
+        elif request.get("static_ip") and total_replicas != 1:
+            errors[f"networks[{i}].static_ip"] = (
+                f"A fixed address needs a job with exactly one pod; this one has {total_replicas}."
+            )
+        pools.append(pool)
+    if errors:
+        raise ValidationError(errors)
+    return pools
+
+
+def attach(job, networks, pools, *, actor):
+    """(annotation, extra env) for the job; reserves static addresses (call inside the launch's
+    transaction, so a failed launch reserves nothing)."""
+    attachments, env = [], []
+    for i, (request, pool) in enumerate(zip(networks, pools, strict=True)):
+        interface = f"net{i + 1}"
+        entry = {"name": pool.nad_name, "interface": interface}
+        if request.get("static_ip"):
+            reservation = reserve_address(
+                pool,
+                tenant=job.tenant,
+                owner=job.owner,
+                actor=actor,
+                job=job,
+                pinned=bool(request.get("pinned")),
+            )
+            entry = {
+                "name": pool.static_nad_name,
+                "interface": interface,
+                "ips": [f"{reservation.ip}/{pool.network.prefixlen}"],
+            }
+        attachments.append(entry)
+        if pool.purpose == Purpose.COMPUTE and not env:
+            env = [("NCCL_SOCKET_IFNAME", interface), ("GLOO_SOCKET_IFNAME", interface)]
+    return (network_selection(attachments) if attachments else ""), env

@@ -1,0 +1,192 @@
+import ipaddress
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.urls import reverse
+
+from tenants.models import Tenant
+from tenants.validators import validate_dns1123_label
+
+from . import ipmath
+from .choices import CniType, Purpose
+
+
+def validate_ifname(value):
+    if not ipmath.LINUX_IFNAME.match(value) or value in (".", ".."):
+        raise ValidationError(
+            f"'{value}' is not a Linux interface name: at most 15 characters, "
+            "no '/', ':' or spaces (for example 'bond0' or 'enp5s0f1').",
+            code="invalid_ifname",
+        )
+
+
+class IPPoolQuerySet(models.QuerySet):
+    def for_tenant(self, tenant):
+        return self.filter(tenants=tenant)
+
+
+class IPPool(models.Model):
+    """An L2 address range handed out by Whereabouts, attached to pods through Multus."""
+
+    name = models.CharField(max_length=40, unique=True, validators=[validate_dns1123_label])
+    purpose = models.CharField(max_length=16, choices=Purpose, default=Purpose.COMPUTE)
+    cidr = models.CharField("CIDR", max_length=18, help_text="For example 10.20.0.0/16.")
+    range_start = models.GenericIPAddressField(protocol="IPv4")
+    range_end = models.GenericIPAddressField(protocol="IPv4")
+    gateway = models.GenericIPAddressField(
+        protocol="IPv4", null=True, blank=True, help_text="Never handed out."
+    )
+    exclusions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=("Addresses and sub-ranges never handed out: switches, hosts, BMCs."),
+    )
+    vlan = models.PositiveIntegerField(
+        "VLAN id", null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(4094)]
+    )
+    master = models.CharField("Host interface", max_length=15, validators=[validate_ifname])
+    cni_type = models.CharField(
+        "CNI type", max_length=16, choices=CniType, default=CniType.IPVLAN_L2
+    )
+    mtu = models.PositiveIntegerField(
+        "MTU", default=1500, validators=[MinValueValidator(576), MaxValueValidator(9216)]
+    )
+    tenants = models.ManyToManyField(Tenant, blank=True, related_name="ip_pools")
+
+    observed_allocations = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=("Whereabouts' allocations read from its IPPool objects: [{address, podref}]."),
+    )
+    observed_at = models.DateTimeField(null=True, blank=True)
+    sync_message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = IPPoolQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("networking:detail", args=[self.name])
+
+    # -- derived facts ------------------------------------------------------------------------
+
+    @property
+    def network(self):
+        return ipaddress.IPv4Network(self.cidr, strict=False)
+
+    @property
+    def interval(self):
+        return ipmath.to_int(self.range_start), ipmath.to_int(self.range_end)
+
+    @property
+    def master_device(self):
+        """The host interface the CNI plugin attaches to: the VLAN sub-interface when tagged."""
+        return f"{self.master}.{self.vlan}" if self.vlan else self.master
+
+    @property
+    def network_name(self):
+        """Whereabouts' network name, shared by every tenant on this pool, so all tenants draw
+        from one IPPool object and never get the same address."""
+        return f"gpu-portal-{self.name}"
+
+    @property
+    def nad_name(self):
+        return f"pool-{self.name}"
+
+    @property
+    def static_nad_name(self):
+        return f"pool-{self.name}-static"
+
+    def excluded_intervals(self):
+        """Exclusions, the gateway and the network and broadcast addresses, merged."""
+        net = self.network
+        intervals = [ipmath.parse_exclusion(text) for text in self.exclusions]
+        intervals += [(int(net.network_address),) * 2, (int(net.broadcast_address),) * 2]
+        if self.gateway:
+            intervals.append((ipmath.to_int(self.gateway),) * 2)
+        return ipmath.merge(intervals)
+
+    def clean(self):
+        errors = {}
+        try:
+            net = ipaddress.IPv4Network(self.cidr, strict=True)
+        except ValueError as exc:
+            raise ValidationError(
+                {
+                    "cidr": f"'{self.cidr}' is not an IPv4 network in CIDR form "
+                    f"with its host bits zero ({exc})."
+                }
+            ) from exc
+        if net.prefixlen > 30:
+            errors["cidr"] = "Use a /30 or larger network: smaller ones have no room for hosts."
+        first, last = int(net.network_address), int(net.broadcast_address)
+        try:
+            start, end = self.interval
+        except ValueError:
+            raise ValidationError({"range_start": "Give IPv4 addresses."}) from None
+        if not first < start <= end < last:
+            errors["range_end" if first < start else "range_start"] = (
+                f"The range {self.range_start}-{self.range_end} must lie inside {net} and "
+                f"avoid its network ({net.network_address}) and broadcast "
+                f"({net.broadcast_address}) addresses."
+            )
+        if self.gateway and not first < ipmath.to_int(self.gateway) < last:
+            errors["gateway"] = f"The gateway must be a host address of {net}."
+        problems = []
+        for text in self.exclusions:
+            try:
+                a, b = ipmath.parse_exclusion(text)
+            except ValueError as exc:
+                problems.append(f"'{text}' is not an address, a-b range or CIDR ({exc}).")
+                continue
+            if not (start <= a and b <= end):
+                problems.append(
+                    f"'{text}' lies outside the range {self.range_start}-{self.range_end}."
+                )
+        if problems:
+            errors["exclusions"] = problems
+        if len(self.master_device) > 15:
+            errors["vlan"] = (
+                f"The VLAN interface name '{self.master_device}' is longer than "
+                "Linux's 15 characters; use a shorter host interface name."
+            )
+        if errors:
+            raise ValidationError(errors)
+
+
+class IPReservation(models.Model):
+    """A fixed address for one pod (an SSH dev box that keeps its address), excluded from what
+    Whereabouts hands out to everyone else."""
+
+    pool = models.ForeignKey(IPPool, on_delete=models.PROTECT, related_name="reservations")
+    address = models.BigIntegerField(help_text="IPv4 as an integer, for interval queries.")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="ip_reservations")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ip_reservations"
+    )
+    job = models.ForeignKey(
+        "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="ip_reservations"
+    )
+    pinned = models.BooleanField(default=False, help_text="Kept when its job is deleted.")
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pool", "address"]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "address"], name="one_reservation_per_address")
+        ]
+
+    def __str__(self):
+        return f"{self.ip} in {self.pool.name}"
+
+    @property
+    def ip(self):
+        return ipmath.to_str(self.address)

@@ -1,0 +1,194 @@
+"""Writes to IP pools and reservations: validated, locked, audited, reconciled after commit."""
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from portal.reconcile import enqueue
+from tenants.services import record
+
+from . import ipmath
+from .allocation import first_free
+from .models import IPPool, IPReservation
+
+POOL_FIELDS = [
+    "name",
+    "purpose",
+    "cidr",
+    "range_start",
+    "range_end",
+    "gateway",
+    "exclusions",
+    "vlan",
+    "master",
+    "cni_type",
+    "mtu",
+]
+
+
+def snapshot(pool):
+    data = {f: getattr(pool, f) for f in POOL_FIELDS}
+    data["tenants"] = sorted(pool.tenants.values_list("slug", flat=True)) if pool.pk else []
+    return data
+
+
+def _reconcile(pool):
+    from .tasks import reconcile_pool
+
+    enqueue(reconcile_pool, pool.pk)
+
+
+def _check_overlap(pool):
+    """No two pools of one L2 domain (same VLAN on the same host interface) may overlap."""
+    mine = pool.interval
+    same_domain = IPPool.objects.filter(vlan=pool.vlan, master=pool.master).exclude(pk=pool.pk)
+    for other in same_domain:
+        if ipmath.overlaps(mine, other.interval):
+            raise ValidationError(
+                {
+                    "range_start": (
+                        f"This range overlaps pool '{other.name}' "
+                        f"({other.range_start}-{other.range_end}) on the same L2 domain "
+                        f"({pool.master_device})."
+                    )
+                }
+            )
+
+
+def _check_shrink(pool):
+    """Refuse a range or exclusions that would drop live reservations or allocations."""
+    start, end = pool.interval
+    excluded = pool.excluded_intervals()
+
+    def outside(value):
+        return not start <= value <= end or ipmath.skip(value, excluded) != value
+
+    lost = [
+        f"{r.ip} (reserved by {r.owner.username})"
+        for r in pool.reservations.select_related("owner")
+        if outside(r.address)
+    ]
+    lost += [
+        f"{a['address']} (in use by {a['podref']})"
+        for a in pool.observed_allocations
+        if outside(ipmath.to_int(a["address"]))
+    ]
+    if lost:
+        raise ValidationError(
+            {
+                "range_start": "These addresses are in use and would fall out of "
+                f"the pool: {', '.join(lost)}."
+            }
+        )
+
+
+def _validate(pool):
+    pool.exclusions = [text.strip() for text in pool.exclusions if text.strip()]
+    pool.full_clean(exclude=["tenants"])
+    _check_overlap(pool)
+
+
+@transaction.atomic
+def create_pool(*, actor, tenants=(), **fields):
+    pool = IPPool(**fields)
+    _validate(pool)
+    pool.save()
+    pool.tenants.set(tenants)
+    record(actor, "ip_pool.create", pool, after=snapshot(pool))
+    _reconcile(pool)
+    return pool
+
+
+@transaction.atomic
+def update_pool(pool, *, actor, tenants=None, **changes):
+    pool = IPPool.objects.select_for_update().get(pk=pool.pk)
+    before = snapshot(pool)
+    changes.pop("name", None)  # names NetworkAttachmentDefinitions: never changes
+    for name, value in changes.items():
+        setattr(pool, name, value)
+    _validate(pool)
+    _check_shrink(pool)
+    pool.save()
+    if tenants is not None:
+        pool.tenants.set(tenants)
+    after = snapshot(pool)
+    if after != before:
+        record(actor, "ip_pool.update", pool, before=before, after=after)
+    _reconcile(pool)
+    return pool
+
+
+@transaction.atomic
+def reserve_address(pool, *, tenant, owner, actor, address=None, job=None, pinned=False, note=""):
+    """Reserve the given address, or the first free one; a ValidationError (409 in the API)
+    when the pool is full or the address is taken."""
+    pool = IPPool.objects.select_for_update().get(pk=pool.pk)
+    if not pool.tenants.filter(pk=tenant.pk).exists():
+        raise ValidationError({"pool": f"Tenant {tenant.slug} may not use pool {pool.name}."})
+    if address is None:
+        value = first_free(pool)
+        if value is None:
+            raise ValidationError(
+                {
+                    "address": [
+                        ValidationError(
+                            f"Pool {pool.name} has no free address left.", code="pool_full"
+                        )
+                    ]
+                }
+            )
+    else:
+        value = ipmath.to_int(address)
+        start, end = pool.interval
+        if not start <= value <= end or ipmath.skip(value, pool.excluded_intervals()) != value:
+            raise ValidationError(
+                {"address": f"{address} is not an allocatable address of pool {pool.name}."}
+            )
+    try:
+        with transaction.atomic():
+            reservation = IPReservation.objects.create(
+                pool=pool,
+                address=value,
+                tenant=tenant,
+                owner=owner,
+                job=job,
+                pinned=pinned,
+                note=note,
+            )
+    except IntegrityError as exc:
+        raise ValidationError(
+            {
+                "address": [
+                    ValidationError(f"{ipmath.to_str(value)} is already reserved.", code="taken")
+                ]
+            }
+        ) from exc
+    record(
+        actor,
+        "ip_reservation.create",
+        reservation,
+        tenant=tenant,
+        after={"pool": pool.name, "address": reservation.ip, "owner": owner.username},
+    )
+    _reconcile(pool)
+    return reservation
+
+
+@transaction.atomic
+def release_address(reservation, *, actor):
+    record(
+        actor,
+        "ip_reservation.release",
+        reservation,
+        tenant=reservation.tenant,
+        before={"pool": reservation.pool.name, "address": reservation.ip},
+    )
+    reservation.delete()
+    _reconcile(reservation.pool)
+
+
+def release_for_job(job, *, actor=None):
+    """Free the job's reservations, except pinned ones (which outlive it)."""
+    for reservation in IPReservation.objects.filter(job=job, pinned=False).select_related(
+        "pool", "tenant"
+    ):
+        release_address(reservation, actor=actor)

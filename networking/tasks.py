@@ -1,0 +1,129 @@
+"""Reconcile IP pools into NetworkAttachmentDefinitions in each allowed tenant's namespace, and
+read Whereabouts' allocations back."""
+
+import ipaddress
+
+from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
+
+from k8s_adapters.client import ObjectRef
+from k8s_adapters.errors import PermanentK8sError, TransientK8sError
+from k8s_adapters.labels import portal_labels
+from k8s_adapters.multus import (
+    NAD_API,
+    WHEREABOUTS_API,
+    PoolSpec,
+    allocations,
+    build_nad,
+    build_static_nad,
+    whereabouts_pool_name,
+)
+from portal.k8s import get_cluster
+from portal.reconcile import enqueue, exclusive, started
+from tenants.tasks import RETRY
+
+from . import ipmath
+from .models import IPPool
+
+
+def pool_spec(pool):
+    start, end = pool.interval
+    taken = [(r, r) for r in pool.reservations.values_list("address", flat=True)]
+    exclude = ipmath.clip(pool.excluded_intervals() + taken, start, end)
+    return PoolSpec(
+        name=pool.name,
+        network_name=pool.network_name,
+        nad_name=pool.nad_name,
+        static_nad_name=pool.static_nad_name,
+        cni_type=pool.cni_type,
+        master=pool.master_device,
+        mtu=pool.mtu,
+        cidr=str(pool.network),
+        range_start=pool.range_start,
+        range_end=pool.range_end,
+        exclude=tuple(ipmath.to_cidrs(exclude)),
+    )
+
+
+def _labels(pool):
+    labels = portal_labels(component="network")
+    labels["gpu-portal.io/ip-pool"] = pool.name
+    return labels
+
+
+@shared_task(name="networking.reconcile_pool", ignore_result=True, **RETRY)
+def reconcile_pool(pool_id):
+    started(reconcile_pool.name, pool_id)
+    with exclusive(reconcile_pool, "ip-pool", pool_id) as acquired:
+        if not acquired:
+            return
+        pool = IPPool.objects.filter(pk=pool_id).first()
+        if pool is None:
+            return
+        try:
+            _apply(pool)
+            observed = _observe(pool)
+        except PermanentK8sError as exc:
+            IPPool.objects.filter(pk=pool.pk).update(sync_message=exc.message)
+            return
+        except TransientK8sError as exc:
+            IPPool.objects.filter(pk=pool.pk).update(sync_message=f"{exc.message} (retrying)")
+            raise
+        IPPool.objects.filter(pk=pool.pk).update(
+            observed_allocations=observed, observed_at=timezone.now(), sync_message=""
+        )
+
+
+def _apply(pool):
+    cluster = get_cluster()
+    spec = pool_spec(pool)
+    desired = []
+    for tenant in pool.tenants.filter(state="active"):
+        desired += [
+            build_nad(spec, tenant.namespace, tenant.slug),
+            build_static_nad(spec, tenant.namespace, tenant.slug),
+        ]
+    cluster.apply(desired)
+    cluster.prune(
+        labels=_labels(pool),
+        keep={ObjectRef.of(m) for m in desired},
+        kinds=[(NAD_API, "NetworkAttachmentDefinition")],
+    )
+
+
+def _observe(pool):
+    """Whereabouts' allocations for this pool, each marked with whether its pod still exists."""
+    cluster = get_cluster()
+    name = whereabouts_pool_name(pool.network_name, str(pool.network))
+    ippool = cluster.get(WHEREABOUTS_API, "IPPool", name, settings.WHEREABOUTS_NAMESPACE)
+    found = allocations(ippool) if ippool else []
+    namespaces = {a["podref"].split("/", 1)[0] for a in found if "/" in a["podref"]}
+    pods = {
+        f"{ns}/{p['metadata']['name']}"
+        for ns in namespaces
+        for p in cluster.list("v1", "Pod", namespace=ns)
+    }
+    return [{**a, "pod_exists": a["podref"] in pods} for a in found]
+
+
+@shared_task(name="networking.release_allocation", ignore_result=True, **RETRY)
+def release_allocation(pool_id, address):
+    """Remove one allocation from Whereabouts' IPPool (what an admin would `kubectl edit`)."""
+    pool = IPPool.objects.get(pk=pool_id)
+    name = whereabouts_pool_name(pool.network_name, str(pool.network))
+    offset = ipmath.to_int(address) - int(ipaddress.IPv4Network(pool.network).network_address)
+    get_cluster().patch_merge(
+        WHEREABOUTS_API,
+        "IPPool",
+        name,
+        {"spec": {"allocations": {str(offset): None}}},
+        namespace=settings.WHEREABOUTS_NAMESPACE,
+    )
+    reconcile_pool(pool_id)
+
+
+@shared_task(name="networking.resync_pools", ignore_result=True)
+def resync_pools():
+    for pk in IPPool.objects.values_list("pk", flat=True):
+        enqueue(reconcile_pool, pk)

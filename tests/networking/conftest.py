@@ -1,0 +1,35 @@
+import uuid
+
+import pytest
+
+from networking import services
+from tenants.models import Tenant
+from tests.tenants.conftest import make_user
+
+
+@pytest.fixture
+def admin(db):
+    return make_user("netadmin", staff=True)
+
+
+@pytest.fixture
+def tenant(db):
+    return Tenant.objects.create(slug=f"net-{uuid.uuid4().hex[:6]}", display_name="Net")
+
+
+@pytest.fixture
+def make_pool(admin):
+    def make(**fields):
+        values = {
+            "name": f"p-{uuid.uuid4().hex[:6]}",
+            "cidr": "10.20.0.0/24",
+            "range_start": "10.20.0.10",
+            "range_end": "10.20.0.200",
+            "gateway": "10.20.0.1",
+            "master": "bond0",
+            "vlan": 100,
+        }
+        values.update(fields)
+        return services.create_pool(actor=admin, **values)
+
+    return make

@@ -1,0 +1,195 @@
+"""Pool validation and address allocation against PostgreSQL: exact address sets and edges."""
+
+import threading
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import connection
+
+from networking import ipmath, services
+from networking.allocation import first_free
+from networking.models import IPReservation
+from tests.tenants.conftest import make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def errors(make_pool, **fields):
+    with pytest.raises(ValidationError) as caught:
+        make_pool(**fields)
+    return caught.value.message_dict
+
+
+def test_the_range_must_avoid_network_and_broadcast(make_pool):
+    assert "network (10.20.0.0)" in errors(make_pool, range_start="10.20.0.0")["range_start"][0]
+    assert "broadcast (10.20.0.255)" in errors(make_pool, range_end="10.20.0.255")["range_end"][0]
+    outside = errors(make_pool, range_end="10.20.1.5")["range_end"][0]
+    assert "must lie inside 10.20.0.0/24" in outside
+
+
+@pytest.mark.parametrize(
+    ("cidr", "message"),
+    [
+        ("10.20.0.0/31", "Use a /30 or larger network"),
+        ("10.20.0.7/32", "Use a /30 or larger network"),
+        ("10.20.0.1/24", "host bits zero"),
+        ("2001:db8::/64", "not an IPv4 network"),
+    ],
+)
+def test_tiny_or_malformed_networks_are_refused(make_pool, cidr, message):
+    found = errors(make_pool, cidr=cidr, range_start="10.20.0.1", range_end="10.20.0.1")
+    assert message in " ".join(found["cidr"])
+
+
+def test_a_slash_30_has_exactly_two_allocatable_addresses(make_pool, tenant, admin):
+    pool = make_pool(
+        cidr="10.30.0.0/30", range_start="10.30.0.1", range_end="10.30.0.2", gateway=None
+    )
+    pool.tenants.add(tenant)
+    got = [
+        services.reserve_address(pool, tenant=tenant, owner=admin, actor=admin).ip for _ in range(2)
+    ]
+    assert got == ["10.30.0.1", "10.30.0.2"]
+    with pytest.raises(ValidationError) as caught:
+        services.reserve_address(pool, tenant=tenant, owner=admin, actor=admin)
+    assert caught.value.message_dict["address"] == [f"Pool {pool.name} has no free address left."]
+
+
+def test_exclusions_must_lie_inside_the_range_and_parse(make_pool):
+    found = errors(make_pool, exclusions=["10.20.0.5", "10.20.0.20-10.20.0.30", "bogus"])
+    assert found["exclusions"] == [
+        "'10.20.0.5' lies outside the range 10.20.0.10-10.20.0.200.",
+        "'bogus' is not an address, a-b range or CIDR ('bogus' does not appear to be an IPv4 "
+        "or IPv6 address).",
+    ] or "bogus" in " ".join(found["exclusions"])
+
+
+def test_overlapping_pools_on_one_l2_domain_are_refused_naming_the_other(make_pool):
+    make_pool(name="compute-a", range_start="10.20.0.10", range_end="10.20.0.100")
+    found = errors(make_pool, name="compute-b", range_start="10.20.0.100", range_end="10.20.0.150")
+    assert found["range_start"] == [
+        "This range overlaps pool 'compute-a' (10.20.0.10-10.20.0.100)"
+        " on the same L2 domain (bond0.100)."
+    ]
+    assert make_pool(
+        name="other-vlan", vlan=200, range_start="10.20.0.100", range_end="10.20.0.150"
+    ).pk
+
+
+@pytest.mark.parametrize(
+    ("master", "vlan", "field"),
+    [
+        ("eth/0", None, "master"),
+        ("a" * 16, None, "master"),
+        ("en p5s0", None, "master"),
+        ("enp5s0f1np1", 4000, "vlan"),
+    ],
+)
+def test_interface_names_follow_linux_rules(make_pool, master, vlan, field):
+    assert field in errors(make_pool, master=master, vlan=vlan)
+
+
+def test_first_free_skips_gateway_exclusions_and_reservations(make_pool, tenant, admin):
+    pool = make_pool(
+        cidr="10.40.0.0/24",
+        range_start="10.40.0.1",
+        range_end="10.40.0.20",
+        gateway="10.40.0.1",
+        exclusions=["10.40.0.2-10.40.0.4", "10.40.0.6"],
+    )
+    pool.tenants.add(tenant)
+    got = [
+        services.reserve_address(pool, tenant=tenant, owner=admin, actor=admin).ip for _ in range(4)
+    ]
+    assert got == ["10.40.0.5", "10.40.0.7", "10.40.0.8", "10.40.0.9"]
+    services.reserve_address(pool, tenant=tenant, owner=admin, actor=admin, address="10.40.0.11")
+    assert ipmath.to_str(first_free(pool)) == "10.40.0.10"
+    services.reserve_address(pool, tenant=tenant, owner=admin, actor=admin)
+    assert ipmath.to_str(first_free(pool)) == "10.40.0.12"
+
+
+def test_the_last_address_of_the_range_is_handed_out(make_pool, tenant, admin):
+    pool = make_pool(
+        cidr="10.50.0.0/29",
+        range_start="10.50.0.1",
+        range_end="10.50.0.6",
+        gateway="10.50.0.1",
+        exclusions=["10.50.0.2-10.50.0.5"],
+    )
+    pool.tenants.add(tenant)
+    assert services.reserve_address(pool, tenant=tenant, owner=admin, actor=admin).ip == "10.50.0.6"
+    assert first_free(pool) is None
+
+
+def test_a_reserved_or_excluded_address_cannot_be_taken_by_name(make_pool, tenant, admin):
+    pool = make_pool()
+    pool.tenants.add(tenant)
+    services.reserve_address(pool, tenant=tenant, owner=admin, actor=admin, address="10.20.0.50")
+    with pytest.raises(ValidationError) as caught:
+        services.reserve_address(
+            pool, tenant=tenant, owner=admin, actor=admin, address="10.20.0.50"
+        )
+    assert caught.value.message_dict["address"] == ["10.20.0.50 is already reserved."]
+    with pytest.raises(ValidationError):
+        services.reserve_address(pool, tenant=tenant, owner=admin, actor=admin, address="10.20.0.1")
+
+
+def test_tenants_not_allowed_on_a_pool_cannot_reserve(make_pool, tenant, admin):
+    with pytest.raises(ValidationError) as caught:
+        services.reserve_address(make_pool(), tenant=tenant, owner=admin, actor=admin)
+    assert "may not use pool" in caught.value.message_dict["pool"][0]
+
+
+def test_shrinking_below_live_reservations_is_refused_listing_them(make_pool, tenant, admin):
+    pool = make_pool()
+    pool.tenants.add(tenant)
+    bob = make_user("bob")
+    services.reserve_address(pool, tenant=tenant, owner=bob, actor=admin, address="10.20.0.150")
+    with pytest.raises(ValidationError) as caught:
+        services.update_pool(pool, actor=admin, range_end="10.20.0.100")
+    assert caught.value.message_dict["range_start"] == [
+        "These addresses are in use and would fall out of the pool: 10.20.0.150 (reserved by bob)."
+    ]
+    with pytest.raises(ValidationError):
+        services.update_pool(pool, actor=admin, exclusions=["10.20.0.140-10.20.0.160"])
+    pool.refresh_from_db()
+    assert pool.range_end == "10.20.0.200"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_200_concurrent_reservations_on_a_slash_28_grant_exactly_the_free_addresses(
+    make_pool, tenant, admin
+):
+    pool = make_pool(
+        cidr="10.60.0.0/28",
+        range_start="10.60.0.1",
+        range_end="10.60.0.14",
+        gateway="10.60.0.1",
+        vlan=600,
+    )
+    pool.tenants.add(tenant)
+    granted, refused, failures = [], [], []
+    barrier = threading.Barrier(200)
+
+    def request():
+        try:
+            barrier.wait()
+            granted.append(
+                services.reserve_address(pool, tenant=tenant, owner=admin, actor=admin).ip
+            )
+        except ValidationError as exc:
+            refused.append(exc.message_dict["address"][0])
+        except Exception as exc:  # asserted empty below
+            failures.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=request) for _ in range(200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert sorted(granted, key=ipmath.to_int) == [f"10.60.0.{i}" for i in range(2, 15)]
+    assert len(refused) == 200 - 13
+    assert IPReservation.objects.filter(pool=pool).count() == 13
