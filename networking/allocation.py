@@ -32,7 +32,7 @@ def first_free(pool):
     """The lowest address of the pool's range that is neither excluded nor reserved, or None."""
     start, end = pool.interval
     excluded = pool.excluded_intervals()
-    value = start
+    value = max(start, pool.free_hint or start)
     while value <= end:
         value = ipmath.skip(value, excluded)
         if value > end:

@@ -55,6 +55,9 @@ class IPPool(models.Model):
     )
     tenants = models.ManyToManyField(Tenant, blank=True, related_name="ip_pools")
 
+    # Every address of the range below this one is excluded or reserved: the search for the
+    # next free address starts here. Raised by allocation, lowered by release, reset on edits.
+    free_hint = models.BigIntegerField(null=True, blank=True, editable=False)
     observed_allocations = models.JSONField(
         default=list,
         blank=True,

@@ -107,6 +107,7 @@ def update_pool(pool, *, actor, tenants=None, **changes):
         setattr(pool, name, value)
     _validate(pool)
     _check_shrink(pool)
+    pool.free_hint = None  # exclusions or the range may have changed: search from the start
     pool.save()
     if tenants is not None:
         pool.tenants.set(tenants)
@@ -143,6 +144,8 @@ def reserve_address(pool, *, tenant, owner, actor, address=None, job=None, pinne
             raise ValidationError(
                 {"address": f"{address} is not an allocatable address of pool {pool.name}."}
             )
+    if address is None:
+        IPPool.objects.filter(pk=pool.pk).update(free_hint=value + 1)
     try:
         with transaction.atomic():
             reservation = IPReservation.objects.create(
@@ -181,6 +184,9 @@ def release_address(reservation, *, actor):
         reservation,
         tenant=reservation.tenant,
         before={"pool": reservation.pool.name, "address": reservation.ip},
+    )
+    IPPool.objects.filter(pk=reservation.pool_id, free_hint__gt=reservation.address).update(
+        free_hint=reservation.address
     )
     reservation.delete()
     _reconcile(reservation.pool)

@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from jobs import api as jobs_api
+from networking import api as networking_api
 from tenants import api as tenants_api
 from tenants import views as tenants_views
 
@@ -24,6 +25,7 @@ router.register(
     basename="data-volume",
 )
 router.register("templates", jobs_api.TemplateViewSet, basename="template")
+router.register("ip-pools", networking_api.PoolViewSet, basename="ip-pool")
 router.register("me/ssh-keys", profile.SSHKeyViewSet, basename="ssh-key")
 router.register("me/tokens", profile.TokenViewSet, basename="token")
 
@@ -33,6 +35,7 @@ urlpatterns = [
     path("", tenants_views.home, name="home"),
     path("", include("tenants.urls")),
     path("", include("jobs.urls")),
+    path("", include("networking.urls")),
     path("profile/", profile.profile, name="profile"),
     path("profile/keys/<int:key_id>/delete/", profile.delete_key, name="profile-key-delete"),
     path(

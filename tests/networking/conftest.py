@@ -4,11 +4,15 @@ import pytest
 
 from networking import services
 from tenants.models import Tenant
+from tests.jobs.conftest import team, templates  # noqa: F401  (shared fixtures)
 from tests.tenants.conftest import make_user
 
 
 @pytest.fixture
-def admin(db):
+def admin(request, db):
+    """The platform admin: the `team` fixture's when the test has one."""
+    if "team" in request.fixturenames:
+        return request.getfixturevalue("team")["admin"]
     return make_user("netadmin", staff=True)
 
 

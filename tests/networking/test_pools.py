@@ -193,3 +193,27 @@ def test_200_concurrent_reservations_on_a_slash_28_grant_exactly_the_free_addres
     assert sorted(granted, key=ipmath.to_int) == [f"10.60.0.{i}" for i in range(2, 15)]
     assert len(refused) == 200 - 13
     assert IPReservation.objects.filter(pool=pool).count() == 13
+
+
+def test_a_released_address_is_handed_out_again_before_higher_ones(make_pool, tenant, admin):
+    pool = make_pool(
+        cidr="10.70.0.0/24",
+        range_start="10.70.0.10",
+        range_end="10.70.0.20",
+        gateway=None,
+        vlan=700,
+    )
+    pool.tenants.add(tenant)
+    first, second, _ = (
+        services.reserve_address(pool, tenant=tenant, owner=admin, actor=admin) for _ in range(3)
+    )
+    services.release_address(first, actor=admin)
+    assert (
+        services.reserve_address(pool, tenant=tenant, owner=admin, actor=admin).ip == "10.70.0.10"
+    )
+    assert (
+        services.reserve_address(pool, tenant=tenant, owner=admin, actor=admin).ip == "10.70.0.13"
+    )
+    services.update_pool(pool, actor=admin, exclusions=[])
+    services.release_address(second, actor=admin)
+    assert ipmath.to_str(first_free(pool)) == "10.70.0.11"

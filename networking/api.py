@@ -1,0 +1,140 @@
+from django.contrib.auth import get_user_model
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from tenants.access import get_tenant_for_user, require_platform_admin
+from tenants.models import Tenant
+
+from . import services
+from .conflicts import find, utilization
+from .models import IPPool, IPReservation
+
+
+class PoolSerializer(serializers.ModelSerializer):
+    tenants = serializers.SlugRelatedField(
+        slug_field="slug", many=True, required=False, queryset=Tenant.objects.active()
+    )
+    usage = serializers.SerializerMethodField()
+    conflicts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = IPPool
+        fields = [
+            "name",
+            "purpose",
+            "cidr",
+            "range_start",
+            "range_end",
+            "gateway",
+            "exclusions",
+            "vlan",
+            "master",
+            "cni_type",
+            "mtu",
+            "tenants",
+            "usage",
+            "conflicts",
+            "observed_allocations",
+            "observed_at",
+            "sync_message",
+        ]
+        read_only_fields = ["observed_allocations", "observed_at", "sync_message"]
+
+    def get_usage(self, pool) -> dict:
+        return utilization(pool, pool.reservations.count())
+
+    def get_conflicts(self, pool) -> list[dict]:
+        reservations = [
+            (r.address, r.owner.username) for r in pool.reservations.select_related("owner")
+        ]
+        return [c.__dict__ for c in find(pool, reservations, IPPool.objects.all())]
+
+
+class ReservationSerializer(serializers.ModelSerializer):
+    ip = serializers.IPAddressField(protocol="IPv4", required=False, allow_null=True)
+    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.active())
+    owner = serializers.SlugRelatedField(
+        slug_field="username", queryset=get_user_model().objects.all()
+    )
+    job = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = IPReservation
+        fields = ["id", "ip", "tenant", "owner", "job", "pinned", "note", "created_at"]
+
+
+class PoolViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    viewsets.GenericViewSet,
+):
+    """L2 IP pools (platform admins). Members of a tenant see the pools open to it."""
+
+    serializer_class = PoolSerializer
+    lookup_field = "name"
+
+    def get_queryset(self):
+        pools = IPPool.objects.prefetch_related("tenants")
+        if self.request.user.is_staff:
+            return pools
+        return pools.filter(tenants__in=Tenant.objects.for_user(self.request.user)).distinct()
+
+    def perform_create(self, serializer):
+        require_platform_admin(self.request.user)
+        data = dict(serializer.validated_data)
+        serializer.instance = services.create_pool(
+            actor=self.request.user, tenants=data.pop("tenants", []), **data
+        )
+
+    def perform_update(self, serializer):
+        require_platform_admin(self.request.user)
+        data = dict(serializer.validated_data)
+        serializer.instance = services.update_pool(
+            serializer.instance, actor=self.request.user, tenants=data.pop("tenants", None), **data
+        )
+
+    @extend_schema(request=ReservationSerializer, responses={201: ReservationSerializer})
+    @action(detail=True, methods=["get", "post"])
+    def reservations(self, request, name=None):
+        pool = self.get_object()
+        require_platform_admin(request.user)
+        if request.method == "GET":
+            return Response(ReservationSerializer(pool.reservations.all(), many=True).data)
+        serializer = ReservationSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        get_tenant_for_user(request.user, data["tenant"].slug)
+        try:
+            reservation = services.reserve_address(
+                pool,
+                tenant=data["tenant"],
+                owner=data["owner"],
+                actor=request.user,
+                address=data.get("ip"),
+                pinned=data.get("pinned", False),
+                note=data.get("note", ""),
+            )
+        except services.ValidationError as exc:
+            codes = {e.code for errors in exc.error_dict.values() for e in errors}
+            if codes & {"pool_full", "taken"}:
+                return Response(
+                    {"detail": exc.messages[0], "code": "conflict", "errors": {}},
+                    status=status.HTTP_409_CONFLICT,
+                )
+            raise
+        return Response(ReservationSerializer(reservation).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={204: None})
+    @action(detail=True, methods=["delete"], url_path=r"reservations/(?P<reservation_id>\d+)")
+    def release(self, request, name=None, reservation_id=None):
+        pool = self.get_object()
+        require_platform_admin(request.user)
+        services.release_address(
+            get_object_or_404(pool.reservations, pk=reservation_id), actor=request.user
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)

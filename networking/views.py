@@ -1,0 +1,111 @@
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from tenants.access import require_platform_admin
+from tenants.services import record
+from tenants.views import apply_errors
+
+from . import services
+from .conflicts import find, utilization
+from .forms import PoolForm, ReserveForm
+from .models import IPPool, IPReservation
+from .tasks import release_allocation
+
+
+def _pool(request, name):
+    require_platform_admin(request.user)
+    return get_object_or_404(IPPool, name=name)
+
+
+def pool_facts(pool, all_pools):
+    reservations = list(pool.reservations.select_related("owner", "tenant", "job"))
+    return {
+        "pool": pool,
+        "usage": utilization(pool, len(reservations)),
+        "reservations": reservations,
+        "conflicts": find(pool, [(r.address, r.owner.username) for r in reservations], all_pools),
+    }
+
+
+@login_required
+def pool_list(request):
+    require_platform_admin(request.user)
+    pools = list(IPPool.objects.prefetch_related("tenants"))
+    return render(
+        request, "networking/pool_list.html", {"rows": [pool_facts(p, pools) for p in pools]}
+    )
+
+
+@login_required
+def pool_edit(request, name=None):
+    require_platform_admin(request.user)
+    pool = get_object_or_404(IPPool, name=name) if name else None
+    form = PoolForm(request.POST or None, instance=pool)
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        tenants = data.pop("tenants")
+        try:
+            if pool:
+                data.pop("name", None)
+                pool = services.update_pool(pool, actor=request.user, tenants=tenants, **data)
+            else:
+                pool = services.create_pool(actor=request.user, tenants=tenants, **data)
+        except ValidationError as exc:
+            apply_errors(form, exc)
+        else:
+            messages.success(request, f"Pool {pool.name} saved; its networks are being set up.")
+            return redirect(pool)
+    return render(request, "networking/pool_form.html", {"form": form, "pool": pool})
+
+
+@login_required
+def pool_detail(request, name):
+    pool = _pool(request, name)
+    form = ReserveForm(request.POST or None, pool=pool)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        owner = get_user_model().objects.filter(username=data["username"]).first()
+        try:
+            if owner is None:
+                raise ValidationError({"username": f"No user '{data['username']}'."})
+            reservation = services.reserve_address(
+                pool,
+                tenant=data["tenant"],
+                owner=owner,
+                actor=request.user,
+                address=data["address"] or None,
+                pinned=data["pinned"],
+                note=data["note"],
+            )
+        except ValidationError as exc:
+            apply_errors(form, exc)
+        else:
+            messages.success(request, f"Reserved {reservation.ip} for {owner.username}.")
+            return redirect(pool)
+    facts = pool_facts(pool, list(IPPool.objects.all()))
+    return render(request, "networking/pool_detail.html", {**facts, "form": form})
+
+
+@login_required
+@require_POST
+def release_reservation(request, name, reservation_id):
+    pool = _pool(request, name)
+    reservation = get_object_or_404(IPReservation, pool=pool, pk=reservation_id)
+    services.release_address(reservation, actor=request.user)
+    messages.success(request, f"Released {reservation.ip}.")
+    return redirect(pool)
+
+
+@login_required
+@require_POST
+def release_whereabouts_allocation(request, name):
+    pool = _pool(request, name)
+    address = request.POST.get("address", "")
+    record(request.user, "ip_pool.release_allocation", pool, before={"address": address})
+    release_allocation.delay(pool.pk, address)
+    messages.success(request, f"Releasing Whereabouts' allocation of {address}.")
+    return redirect(pool)

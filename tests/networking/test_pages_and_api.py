@@ -1,0 +1,116 @@
+"""IP pools in the browser and the API: platform admins manage them, members see theirs."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from k8s_adapters.multus import NAD_API
+from networking import services
+from networking.models import IPPool
+from tenants.models import AuditEvent
+from tests.conftest import sign_in
+
+NAD = "NetworkAttachmentDefinition"
+
+
+def api(user):
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+POOL = {
+    "name": "mgmt-a",
+    "purpose": "management",
+    "cidr": "10.88.0.0/24",
+    "range_start": "10.88.0.10",
+    "range_end": "10.88.0.12",
+    "gateway": "10.88.0.1",
+    "master": "enp5s0",
+    "vlan": 88,
+}
+
+
+@pytest.mark.django_db
+def test_only_platform_admins_manage_pools_and_members_see_the_pools_of_their_tenant(team, admin):
+    services.create_pool(actor=admin, tenants=[team["tenant"]], **POOL)
+    services.create_pool(actor=admin, **{**POOL, "name": "hidden", "vlan": 89})
+    for who in ["alice", "bob", "dave", "charlie"]:
+        assert api(team[who]).get("/network/pools/").status_code == 403
+        assert (
+            api(team[who])
+            .post("/api/v1/ip-pools/", {**POOL, "name": "x", "vlan": 90}, format="json")
+            .status_code
+            == 403
+        )
+    names = [p["name"] for p in api(team["bob"]).get("/api/v1/ip-pools/").json()["results"]]
+    assert names == ["mgmt-a"]
+    assert api(team["charlie"]).get("/api/v1/ip-pools/").json()["results"] == []
+    assert api(team["charlie"]).get("/api/v1/ip-pools/mgmt-a/").status_code == 404
+    assert api(team["bob"]).get("/api/v1/ip-pools/mgmt-a/reservations/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_the_api_refuses_bad_pools_with_field_errors_and_answers_409_when_full(team, admin):
+    client = api(admin)
+    response = client.post("/api/v1/ip-pools/", {**POOL, "range_end": "10.88.0.255"}, format="json")
+    assert response.status_code == 400
+    assert "broadcast (10.88.0.255)" in response.json()["errors"]["range_end"][0]["message"]
+    response = client.post(
+        "/api/v1/ip-pools/", {**POOL, "tenants": [team["tenant"].slug]}, format="json"
+    )
+    assert response.status_code == 201
+    assert response.json()["usage"] == {
+        "total": 3,
+        "excluded": 0,
+        "reserved": 0,
+        "allocated": 0,
+        "free": 3,
+    }
+    url = "/api/v1/ip-pools/mgmt-a/reservations/"
+    body = {"tenant": team["tenant"].slug, "owner": "bob"}
+    got = [client.post(url, body, format="json").json()["ip"] for _ in range(3)]
+    assert got == ["10.88.0.10", "10.88.0.11", "10.88.0.12"]
+    full = client.post(url, body, format="json")
+    assert full.status_code == 409
+    assert full.json()["detail"] == "Pool mgmt-a has no free address left."
+    assert AuditEvent.objects.filter(action="ip_reservation.create").count() == 3
+
+
+@pytest.mark.browser
+def test_an_admin_creates_a_pool_in_the_browser_and_the_tenant_gets_its_nad(
+    page, live_server, worker, cluster, team
+):
+    sign_in(page, live_server.url, "admin", "pw-admin")
+    page.goto(f"{live_server.url}/network/pools/new/")
+    page.fill("#id_name", "compute-b")
+    page.select_option("#id_purpose", "compute")
+    page.fill("#id_cidr", "10.99.0.0/16")
+    page.fill("#id_range_start", "10.99.1.0")
+    page.fill("#id_range_end", "10.99.9.255")
+    page.fill("#id_gateway", "10.99.0.1")
+    page.fill("#id_exclusions", "10.99.1.0-10.99.1.9\n10.99.2.0/24")
+    page.fill("#id_master", "bond1")
+    page.fill("#id_vlan", "300")
+    page.fill("#id_mtu", "9000")
+    page.get_by_label(team["tenant"].display_name).first.check()
+    page.click("text=Save")
+    page.wait_for_url("**/network/pools/compute-b/")
+    assert "2038 free of 2304 · 266 excluded" in page.locator("[data-testid=usage]").inner_text()
+    from tests.helpers import wait_for
+
+    nad = wait_for(
+        lambda: cluster.get(NAD_API, NAD, "pool-compute-b", team["tenant"].namespace),
+        message="the NetworkAttachmentDefinition",
+    )
+    assert '"master": "bond1.300"' in nad["spec"]["config"]
+
+    page.goto(f"{live_server.url}/network/pools/new/")
+    page.fill("#id_name", "compute-c")
+    page.fill("#id_cidr", "10.99.0.0/16")
+    page.fill("#id_range_start", "10.99.5.0")
+    page.fill("#id_range_end", "10.99.5.255")
+    page.fill("#id_master", "bond1")
+    page.fill("#id_vlan", "300")
+    page.click("text=Save")
+    assert page.locator("ul.errorlist", has_text="overlaps pool 'compute-b'").count() == 1
+    assert not IPPool.objects.filter(name="compute-c").exists()

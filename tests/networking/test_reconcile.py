@@ -1,0 +1,194 @@
+"""Pools reconciled into NetworkAttachmentDefinitions (validated by the real NAD CRD), Whereabouts
+allocations read back, conflicts flagged and fixed, and jobs attached to pools."""
+
+import json
+
+import pytest
+
+from jobs import services as job_services
+from jobs.models import Job
+from k8s_adapters.multus import NAD_API, WHEREABOUTS_API
+from k8s_adapters.volcano import VCJOB_API
+from networking import services
+from networking.conflicts import find, utilization
+from networking.models import IPReservation
+from networking.tasks import reconcile_pool, release_allocation
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.django_db
+NAD = "NetworkAttachmentDefinition"
+
+
+@pytest.fixture
+def pool(team, admin, django_capture_on_commit_callbacks, cluster):
+    with django_capture_on_commit_callbacks(execute=True):
+        pool = services.create_pool(
+            actor=admin,
+            name=f"compute-{team['tenant'].slug[-6:]}",
+            purpose="compute",
+            cidr="10.77.0.0/24",
+            range_start="10.77.0.10",
+            range_end="10.77.0.100",
+            gateway="10.77.0.1",
+            exclusions=["10.77.0.20-10.77.0.29"],
+            vlan=77,
+            master="bond0",
+            mtu=9000,
+            tenants=[team["tenant"]],
+        )
+    yield pool
+    cluster.delete(WHEREABOUTS_API, "IPPool", f"{pool.network_name}-10.77.0.0-24", "kube-system")
+
+
+def test_each_allowed_tenant_gets_a_valid_nad_with_whereabouts(cluster, team, pool):
+    nad = cluster.get(NAD_API, NAD, pool.nad_name, team["tenant"].namespace)
+    config = json.loads(nad["spec"]["config"])
+    assert config == {
+        "cniVersion": "0.3.1",
+        "name": pool.network_name,
+        "type": "ipvlan",
+        "mode": "l2",
+        "master": "bond0.77",
+        "mtu": 9000,
+        "ipam": {
+            "type": "whereabouts",
+            "range": "10.77.0.0/24",
+            "range_start": "10.77.0.10",
+            "range_end": "10.77.0.100",
+            "network_name": pool.network_name,
+            "exclude": ["10.77.0.20/30", "10.77.0.24/30", "10.77.0.28/31"],
+        },
+    }
+    static = json.loads(
+        cluster.get(NAD_API, NAD, pool.static_nad_name, team["tenant"].namespace)["spec"]["config"]
+    )
+    assert static["plugins"][0]["capabilities"] == {"ips": True}
+    assert static["plugins"][0]["ipam"] == {"type": "static"}
+
+
+def test_removing_a_tenant_from_the_pool_removes_its_nads(
+    cluster, team, pool, admin, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        services.update_pool(pool, actor=admin, tenants=[])
+    assert cluster.get(NAD_API, NAD, pool.nad_name, team["tenant"].namespace) is None
+    assert cluster.get(NAD_API, NAD, pool.static_nad_name, team["tenant"].namespace) is None
+
+
+def test_a_job_on_the_pool_carries_the_annotation_and_the_nccl_interface(
+    cluster, team, pool, templates, django_capture_on_commit_callbacks
+):
+    data = {
+        **templates["single-gpu"].spec,
+        "networks": [{"pool": pool.name}, {"pool": pool.name, "static_ip": True}],
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = job_services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="netjob"
+        )
+    vcjob = cluster.get(VCJOB_API, "Job", "netjob", team["tenant"].namespace)
+    template = vcjob["spec"]["tasks"][0]["template"]
+    reserved = IPReservation.objects.get(job=job)
+    assert json.loads(template["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]) == [
+        {"name": pool.nad_name, "interface": "net1"},
+        {"name": pool.static_nad_name, "interface": "net2", "ips": [f"{reserved.ip}/24"]},
+    ]
+    env = {e["name"]: e["value"] for e in template["spec"]["containers"][0]["env"]}
+    assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "net1"
+    assert reserved.ip == "10.77.0.10"
+    nad = json.loads(
+        cluster.get(NAD_API, NAD, pool.nad_name, team["tenant"].namespace)["spec"]["config"]
+    )
+    assert "10.77.0.10/32" in nad["ipam"]["exclude"]  # nobody else gets the reserved address
+
+    with django_capture_on_commit_callbacks(execute=True):
+        job_services.delete_job(job, actor=team["bob"])
+    assert not IPReservation.objects.exists()
+    assert not Job.objects.exists()
+
+
+def test_a_static_address_for_a_multi_pod_job_is_refused(team, pool, templates):
+    data = {**templates["pytorch-ddp"].spec, "networks": [{"pool": pool.name, "static_ip": True}]}
+    with pytest.raises(job_services.ValidationError) as caught:
+        job_services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="ddp-static"
+        )
+    assert caught.value.message_dict["networks[0].static_ip"] == [
+        "A fixed address needs a job with exactly one pod; this one has 3."
+    ]
+
+
+def test_a_pinned_address_outlives_its_job(
+    team, pool, templates, django_capture_on_commit_callbacks
+):
+    data = {
+        **templates["single-gpu"].spec,
+        "networks": [{"pool": pool.name, "static_ip": True, "pinned": True}],
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = job_services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="devbox"
+        )
+        job_services.delete_job(job, actor=team["bob"])
+    kept = IPReservation.objects.get()
+    assert (kept.ip, kept.job, kept.pinned) == ("10.77.0.10", None, True)
+
+
+def test_whereabouts_allocations_show_in_utilization_and_conflicts_are_flagged_and_fixed(
+    cluster, team, pool, admin, django_capture_on_commit_callbacks
+):
+    services.reserve_address(
+        pool, tenant=team["tenant"], owner=team["bob"], actor=admin, address="10.77.0.50"
+    )
+    ns = team["tenant"].namespace
+    cluster.apply_one(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "alive", "namespace": ns},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
+        }
+    )
+    cluster.apply_one(
+        {  # what Whereabouts itself would have written
+            "apiVersion": WHEREABOUTS_API,
+            "kind": "IPPool",
+            "metadata": {"name": f"{pool.network_name}-10.77.0.0-24", "namespace": "kube-system"},
+            "spec": {
+                "range": "10.77.0.0/24",
+                "allocations": {
+                    "11": {"id": "c1", "podref": f"{ns}/alive", "ifname": "net1"},
+                    "12": {"id": "c2", "podref": f"{ns}/gone", "ifname": "net1"},
+                    "50": {"id": "c3", "podref": f"{ns}/alive", "ifname": "net2"},
+                },
+            },
+        }
+    )
+    reconcile_pool(pool.pk)
+    pool.refresh_from_db()
+    assert utilization(pool, pool.reservations.count()) == {
+        "total": 91,
+        "excluded": 10,
+        "reserved": 1,
+        "allocated": 3,
+        "free": 77,
+    }
+    reservations = [(r.address, r.owner.username) for r in pool.reservations.all()]
+    conflicts = {(c.kind, c.address) for c in find(pool, reservations, [pool])}
+    assert conflicts == {
+        ("stale-allocation", "10.77.0.12"),
+        ("reserved-and-allocated", "10.77.0.50"),
+    }
+
+    release_allocation(pool.pk, "10.77.0.12")
+    pool.refresh_from_db()
+    assert [a["address"] for a in pool.observed_allocations] == ["10.77.0.11", "10.77.0.50"]
+    wait_for(
+        lambda: (
+            "12"
+            not in cluster.get(
+                WHEREABOUTS_API, "IPPool", f"{pool.network_name}-10.77.0.0-24", "kube-system"
+            )["spec"]["allocations"]
+        ),
+        message="the stale allocation to leave Whereabouts' IPPool",
+    )
