@@ -5,6 +5,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from k8s_adapters.nodes import SimulatedNode, build_node, build_node_status
+from networking import services as network_services
+from networking.models import IPPool
 from portal.k8s import get_cluster
 from tenants import services
 from tenants.choices import Role
@@ -25,6 +27,31 @@ MEMBERS = [
     ("alice", "vision", Role.ADMIN),
     ("bob", "vision", Role.RESEARCHER),
     ("charlie", "nlp", Role.ADMIN),
+]
+POOLS = [
+    {
+        "name": "compute-a",
+        "purpose": "compute",
+        "cidr": "10.10.0.0/16",
+        "range_start": "10.10.1.0",
+        "range_end": "10.10.3.255",
+        "gateway": "10.10.0.1",
+        "exclusions": ["10.10.1.0-10.10.1.15"],
+        "vlan": 100,
+        "master": "bond0",
+        "mtu": 9000,
+    },
+    {
+        "name": "mgmt",
+        "purpose": "management",
+        "cidr": "10.11.0.0/24",
+        "range_start": "10.11.0.100",
+        "range_end": "10.11.0.200",
+        "gateway": "10.11.0.1",
+        "vlan": 20,
+        "master": "bond0",
+        "cni_type": "macvlan-bridge",
+    },
 ]
 NODES = [
     SimulatedNode("gpu-h100-01", 8),
@@ -57,10 +84,17 @@ class Command(BaseCommand):
             if not Membership.objects.filter(tenant=tenant, user=users[username]).exists():
                 services.add_member(tenant, users[username], role, actor=users["admin"])
         call_command("seed_templates", stdout=self.stdout)
+        self._pools(users["admin"])
         self.stdout.write(
             f"demo data: {len(users)} users, {len(TENANTS)} tenants, "
             f"{len(NODES)} simulated GPU nodes"
         )
+
+    def _pools(self, admin):
+        tenants = list(Tenant.objects.filter(slug__in=[t["slug"] for t in TENANTS]))
+        for fields in POOLS:
+            if not IPPool.objects.filter(name=fields["name"]).exists():
+                network_services.create_pool(actor=admin, tenants=tenants, **fields)
 
     def _user(self, username, password, *, staff):
         user, _ = get_user_model().objects.get_or_create(username=username)
