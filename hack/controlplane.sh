@@ -69,15 +69,17 @@ build_etcd() {
 }
 
 crd_files() {  # the upstream CRD YAMLs, from their Go modules at pinned versions
-  local volcano nad wb
+  local volcano nad wb traefik
   volcano=$(go_module_dir "volcano.sh/volcano@$VOLCANO_VERSION")/config/crd/volcano/bases
   nad=$(go_module_dir "github.com/k8snetworkplumbingwg/network-attachment-definition-client@$NAD_VERSION")/artifacts
   wb=$(go_module_dir "github.com/k8snetworkplumbingwg/whereabouts@$WHEREABOUTS_VERSION")/doc/crds
+  traefik=$(go_module_dir "github.com/traefik/traefik/v3@$TRAEFIK_VERSION")/docs/content/reference/dynamic-configuration
   printf '%s\n' \
     "$volcano/batch.volcano.sh_jobs.yaml" "$volcano/scheduling.volcano.sh_queues.yaml" \
     "$volcano/scheduling.volcano.sh_podgroups.yaml" "$volcano/topology.volcano.sh_hypernodes.yaml" \
     "$volcano/bus.volcano.sh_commands.yaml" \
     "$nad/networks-crd.yaml" \
+    "$traefik/traefik.io_ingressroutes.yaml" "$traefik/traefik.io_middlewares.yaml" \
     "$wb/whereabouts.cni.cncf.io_ippools.yaml" "$wb/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml"
 }
 

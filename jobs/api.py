@@ -7,11 +7,13 @@ from rest_framework.response import Response
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.choices import Role
 
-from . import services
+from . import endpoints, services
 from .access import get_job_for_user
 from .models import DataVolume, Job, JobTemplate
 from .serializers import (
     DataVolumeSerializer,
+    EndpointSerializer,
+    ExtendSerializer,
     JobEventSerializer,
     JobSerializer,
     LaunchSerializer,
@@ -129,6 +131,16 @@ class JobViewSet(
         job = get_job_for_user(request.user, self.tenant.slug, name)
         new, warnings = services.relaunch_job(job, actor=request.user)
         return Response({**JobSerializer(new).data, "warnings": warnings}, status=201)
+
+    @extend_schema(request=ExtendSerializer, responses=EndpointSerializer)
+    @action(detail=True, methods=["post"], url_path=r"endpoints/(?P<endpoint>[-a-z0-9]+)/extend")
+    def extend_endpoint(self, request, tenant_slug=None, name=None, endpoint=None):
+        job = get_job_for_user(request.user, self.tenant.slug, name)
+        row = get_object_or_404(job.endpoints, name=endpoint)
+        body = ExtendSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        row = endpoints.extend(row, hours=body.validated_data["hours"], actor=request.user)
+        return Response(EndpointSerializer(row).data)
 
     @extend_schema(responses=JobEventSerializer(many=True))
     @action(detail=True, methods=["get"])

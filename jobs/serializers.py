@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from .admission import queue_position
-from .models import DataVolume, Job, JobEvent, JobTemplate, JobTemplateVersion
+from .models import DataVolume, Endpoint, Job, JobEvent, JobTemplate, JobTemplateVersion
 
 
 class JobEventSerializer(serializers.ModelSerializer):
@@ -10,16 +10,44 @@ class JobEventSerializer(serializers.ModelSerializer):
         fields = ["created_at", "kind", "message"]
 
 
+class EndpointSerializer(serializers.ModelSerializer):
+    url = serializers.CharField(read_only=True)
+    expired = serializers.BooleanField(source="is_expired", read_only=True)
+
+    class Meta:
+        model = Endpoint
+        fields = [
+            "name",
+            "task",
+            "container_port",
+            "protocol",
+            "mode",
+            "private",
+            "url",
+            "expires_at",
+            "expired",
+            "reclaimed_at",
+            "observed",
+        ]
+        read_only_fields = fields
+
+
+class ExtendSerializer(serializers.Serializer):
+    hours = serializers.IntegerField(min_value=1)
+
+
 class JobSerializer(serializers.ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
     template = serializers.SerializerMethodField()
     data_volume = serializers.SlugRelatedField(slug_field="name", read_only=True)
     queue_position = serializers.SerializerMethodField()
+    endpoints = EndpointSerializer(many=True, read_only=True)
 
     class Meta:
         model = Job
         fields = [
+            "endpoints",
             "name",
             "tenant",
             "owner",

@@ -17,6 +17,7 @@ from portal.reconcile import enqueue
 from tenants.models import Tenant
 from tenants.services import record
 
+from . import endpoints
 from . import spec as specs
 from .admission import admit_locked
 from .choices import JobState
@@ -190,11 +191,13 @@ def launch_job(
             )
         except IntegrityError as exc:  # a concurrent launch took the name
             raise ValidationError({"name": f"A job named '{name}' already exists."}) from exc
-        if networks:
+        if networks or spec.ports:
             annotation, env = attach.attach(job, networks, pools, actor=actor)
+            env += endpoints.base_path_env(tenant, name, spec.ports)
             spec = replace(spec, networks_annotation=annotation, extra_env=tuple(env))
             job.spec = asdict(spec)
             job.save(update_fields=["spec"])
+            endpoints.create_for_job(job, spec.ports)
         JobEvent.objects.create(job=job, kind="queued", message=f"Launched by {actor.username}.")
         record(
             actor,

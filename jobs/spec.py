@@ -20,6 +20,8 @@ IMAGE = re.compile(
 )
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 JOB_NAME_MAX = 48  # leaves room for "-workspace" and Volcano's "-<task>-<index>" pod names
+RESERVED_PORT_NAMES = ("auth", "api", "static", "admin")
+ENDPOINT_MODES = ("ingress", "nodeport", "loadbalancer", "podip")
 OVERRIDABLE = ("image", "command", "gpus", "replicas", "data_volume", "workspace_gib")
 MAX_GPUS_PER_REPLICA = 64
 MAX_REPLICAS = 1000
@@ -162,8 +164,23 @@ def _ports(errors, items, task_names):
         protocol = item.get("protocol", "http")
         if protocol not in Protocol.values:
             errors.add(f"{path}.protocol", "Use http, tcp or ssh.")
+        if name in RESERVED_PORT_NAMES:
+            errors.add(f"{path}.name", f"'{name}' is reserved; pick another name.", "reserved")
+        mode = item.get("mode", "")
+        if mode and mode not in ENDPOINT_MODES:
+            errors.add(f"{path}.mode", f"Use one of {', '.join(ENDPOINT_MODES)}.")
+        if mode == "ingress" and protocol != "http":
+            errors.add(
+                f"{path}.mode",
+                (
+                    f"{protocol.upper()} cannot go through the HTTP ingress. Use mode "
+                    "'nodeport' or 'loadbalancer' (or 'podip' from inside the cluster); for "
+                    "SSH, leave the mode empty and the cluster's TCP mode is used."
+                ),
+                "not_http",
+            )
         port = _int(errors, f"{path}.container_port", item.get("container_port"), 1, 65535)
-        ports.append(Port(name, task, port, protocol))
+        ports.append(Port(name, task, port, protocol, mode))
     return tuple(ports)
 
 

@@ -7,8 +7,10 @@ from celery import shared_task
 from django.db import transaction
 from django.utils import timezone
 
+from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import PermanentK8sError, TransientK8sError
 from k8s_adapters.labels import portal_labels
+from k8s_adapters.routing import ROUTE_KINDS, build_service
 from k8s_adapters.volcano import (
     JOB_KINDS,
     VCJOB_API,
@@ -21,7 +23,7 @@ from portal.k8s import get_cluster
 from portal.reconcile import enqueue, exclusive, started
 from tenants.tasks import RETRY
 
-from . import pending
+from . import endpoints, pending
 from .admission import admit
 from .choices import FINISHED, HOLDING, PHASES, JobState
 from .models import DataVolume, Job, JobEvent
@@ -44,11 +46,16 @@ def reconcile_job(job_id):
         if job.delete_requested:
             _delete(job)
             return
-        if job.state == JobState.QUEUED or job.is_finished:
-            return  # nothing in the cluster yet, or nothing more to do there
+        if job.state == JobState.QUEUED:
+            return  # nothing in the cluster yet
+        if job.is_finished:  # its pods are gone: so go its endpoints' routes
+            _ensure_endpoints(get_cluster(), job, active=False)
+            return
         try:
             vcjob = _ensure(job)
             _observe(job, vcjob)
+            if job.is_finished:  # it just finished: its routes go now
+                _ensure_endpoints(get_cluster(), job, active=False)
         except PermanentK8sError as exc:
             _set(job, state=JobState.ERROR, message=exc.message)
         except TransientK8sError as exc:
@@ -95,9 +102,40 @@ def _ensure(job):
         )
     else:
         cluster.apply(objects[:-1])
+    _ensure_endpoints(cluster, job)
     if job.cancel_requested and _phase(vcjob) not in ABORT_PHASES | {"Completed", "Failed"}:
         cluster.apply_one(build_abort_command(spec.namespace, spec.name, vcjob["metadata"]["uid"]))
     return vcjob
+
+
+def _ensure_endpoints(cluster, job, active=True):
+    """A Service per live endpoint and the job's routes; expired ones are pruned."""
+    rows = list(job.endpoints.all())
+    if not rows:
+        return
+    live = endpoints.specs(job) if active else []
+    desired = [build_service(e) for e in live] + endpoints.route_objects(job, live)
+    applied = cluster.apply(desired)
+    labels = portal_labels(tenant=job.tenant.slug, job=job.name, component="endpoint")
+    labels.pop("gpu-portal.io/owner", None)
+    cluster.prune(
+        labels=labels,
+        keep={ObjectRef.of(m) for m in desired},
+        kinds=(("v1", "Service"), *ROUTE_KINDS),
+        namespace=job.tenant.namespace,
+    )
+    by_name = {obj["metadata"]["name"]: obj for obj in applied if obj["kind"] == "Service"}
+    for row in rows:
+        service = by_name.get(f"{job.name}-{row.name}"[:63])
+        if service is None:
+            continue
+        observed = {"node_port": service["spec"]["ports"][0].get("nodePort")}
+        ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+        if ingress:
+            observed["ip"] = ingress[0].get("ip") or ingress[0].get("hostname")
+        observed = {k: v for k, v in observed.items() if v}
+        if observed != row.observed:
+            type(row).objects.filter(pk=row.pk).update(observed=observed)
 
 
 def _phase(vcjob):
@@ -156,7 +194,7 @@ def _set(job, **fields):
 def _delete(job):
     cluster = get_cluster()
     labels = portal_labels(tenant=job.tenant.slug, job=job.name)
-    kinds = (*JOB_KINDS, ("bus.volcano.sh/v1alpha1", "Command"))
+    kinds = (*JOB_KINDS, ("bus.volcano.sh/v1alpha1", "Command"), ("v1", "Service"), *ROUTE_KINDS)
     cluster.prune(
         labels={k: v for k, v in labels.items() if k != "gpu-portal.io/owner"},
         keep=set(),
@@ -207,3 +245,10 @@ def resync_jobs():
         admit(tenant_id)
     for pk in DataVolume.objects.values_list("pk", flat=True):
         enqueue(reconcile_data_volume, pk)
+
+
+@shared_task(name="jobs.reclaim_endpoints", ignore_result=True)
+def reclaim_endpoints():
+    """Remove the Services and routes of expired endpoints (forward-auth already denies them
+    from the moment they expire)."""
+    endpoints.reclaim_expired()

@@ -14,6 +14,11 @@ urlpatterns = [
     path("tenants/<slug:slug>/jobs/<slug:name>/cancel/", views.job_cancel, name="cancel"),
     path("tenants/<slug:slug>/jobs/<slug:name>/relaunch/", views.job_relaunch, name="relaunch"),
     path("tenants/<slug:slug>/jobs/<slug:name>/delete/", views.job_delete, name="delete"),
+    path(
+        "tenants/<slug:slug>/jobs/<slug:name>/endpoints/<slug:endpoint>/extend/",
+        views.endpoint_extend,
+        name="endpoint-extend",
+    ),
     path("tenants/<slug:slug>/volumes/", views.volume_list, name="volumes"),
     path("tenants/<slug:slug>/volumes/<int:volume_id>/", views.volume_action, name="volume-action"),
 ]

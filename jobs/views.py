@@ -11,7 +11,7 @@ from tenants.access import get_tenant_for_user
 from tenants.choices import Role
 from tenants.views import apply_errors
 
-from . import services
+from . import endpoints, services
 from .access import get_job_for_user
 from .admission import free_gpus, queue_position
 from .choices import JobState
@@ -226,3 +226,18 @@ def volume_action(request, slug, volume_id):
     except (ValidationError, ValueError) as exc:
         messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
     return redirect("jobs:volumes", slug=slug)
+
+
+@login_required
+@require_POST
+def endpoint_extend(request, slug, name, endpoint):
+    job = get_job_for_user(request.user, slug, name)
+    row = get_object_or_404(job.endpoints, name=endpoint)
+    try:
+        hours = int(request.POST.get("hours") or 0)
+        row = endpoints.extend(row, hours=hours, actor=request.user)
+    except (ValidationError, ValueError) as exc:
+        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    else:
+        messages.success(request, f"{row.name} now expires {row.expires_at:%Y-%m-%d %H:%M} UTC.")
+    return redirect(job)

@@ -20,6 +20,7 @@ class Port:
     task: str
     container_port: int
     protocol: str = "http"
+    mode: str = ""  # empty: the cluster's default for the protocol
 
 
 @dataclass(frozen=True)

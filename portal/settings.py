@@ -190,6 +190,36 @@ CELERY_BEAT_SCHEDULE["jobs"] = {
     "options": {"expires": JOB_SYNC_INTERVAL},
 }
 
+# -- Job endpoints ----------------------------------------------------------------------------
+# How exposed ports are reached: "ingress" (an SSO-protected URL), "nodeport", "loadbalancer" or
+# "podip"; TCP and SSH ports cannot go through an HTTP ingress and use ENDPOINT_TCP_MODE.
+ENDPOINT_MODE = env.str("ENDPOINT_MODE", default="ingress")
+ENDPOINT_TCP_MODE = env.str("ENDPOINT_TCP_MODE", default="nodeport")
+# "path": https://<ENDPOINT_HOST>/jobs/<tenant>/<job>/<endpoint>/ ; "host":
+# https://<endpoint>--<job>--<tenant>.<ENDPOINT_WILDCARD_DOMAIN>/ for apps that must live at /.
+ENDPOINT_ROUTE = env.str("ENDPOINT_ROUTE", default="path")
+ENDPOINT_PATH_PREFIX = "/jobs"
+# The host name routes match in path mode; empty: any host (URLs then use PORTAL_URL's origin).
+ENDPOINT_HOST = env.str("ENDPOINT_HOST", default="")
+ENDPOINT_SCHEME = env.str("ENDPOINT_SCHEME", default=PORTAL_URL.split("://", 1)[0])
+ENDPOINT_WILDCARD_DOMAIN = env.str("ENDPOINT_WILDCARD_DOMAIN", default="")
+# "ingress-nginx" (annotations) or "traefik" (IngressRoute + ForwardAuth Middleware).
+ROUTING_DRIVER = env.str("ROUTING_DRIVER", default="ingress-nginx")
+ROUTING_INGRESS_CLASS = env.str("ROUTING_INGRESS_CLASS", default="nginx")
+# The portal as the ingress controller reaches it (inside the cluster), for forward-auth.
+PORTAL_INTERNAL_URL = env.str("PORTAL_INTERNAL_URL", default=PORTAL_URL)
+FORWARD_AUTH_CACHE_SECONDS = env.int("FORWARD_AUTH_CACHE_SECONDS", default=10)
+if ENDPOINT_ROUTE not in ("path", "host") or (
+    ENDPOINT_ROUTE == "host" and not ENDPOINT_WILDCARD_DOMAIN
+):
+    raise ImproperlyConfigured(
+        "ENDPOINT_ROUTE is 'path' or 'host'; 'host' needs ENDPOINT_WILDCARD_DOMAIN."
+    )
+CELERY_BEAT_SCHEDULE["endpoints"] = {
+    "task": "jobs.reclaim_endpoints",
+    "schedule": timedelta(seconds=60),
+}
+
 # -- Sign-in ----------------------------------------------------------------------------------
 # Local password accounts can be switched off (SSO only).
 PASSWORD_LOGIN_ENABLED = env.bool("PASSWORD_LOGIN", default=True)

@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from jobs import api as jobs_api
+from jobs import forward_auth
 from networking import api as networking_api
 from tenants import api as tenants_api
 from tenants import views as tenants_views
@@ -31,6 +32,8 @@ router.register("me/tokens", profile.TokenViewSet, basename="token")
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
+    path("auth/endpoint", forward_auth.forward_auth, name="forward-auth"),
+    path("auth/signin", forward_auth.signin, name="forward-auth-signin"),
     path("readyz", health.readyz, name="readyz"),
     path("", tenants_views.home, name="home"),
     path("", include("tenants.urls")),

@@ -1,5 +1,14 @@
+from .endpoint import Endpoint, EndpointMode
 from .job import Job, JobEvent
 from .template import JobTemplate, JobTemplateVersion
 from .volume import DataVolume
 
-__all__ = ["DataVolume", "Job", "JobEvent", "JobTemplate", "JobTemplateVersion"]
+__all__ = [
+    "DataVolume",
+    "Endpoint",
+    "EndpointMode",
+    "Job",
+    "JobEvent",
+    "JobTemplate",
+    "JobTemplateVersion",
+]

@@ -116,7 +116,8 @@ def test_the_api_launches_from_a_template_with_overrides_and_reports_field_error
     assert response.status_code == 201, response.content
     body = response.json()
     assert (body["name"], body["gpus"], body["state"]) == ("api-ddp", 8, "submitting")
-    assert client.get(f"{url}api-ddp/").json()["state"] == "pending"
+    got = client.get(f"{url}api-ddp/").json()
+    assert got["state"] == "pending", got["message"]
 
     response = client.post(
         url, {"template": "pytorch-ddp", "name": "Bad Name", "image": "nope nope"}, format="json"

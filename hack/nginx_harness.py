@@ -1,0 +1,79 @@
+"""Start real nginx (forward-auth.conf) and a tiny upstream that echoes who nginx says the user
+is, for tests and benchmarks."""
+
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+CONF = Path(__file__).resolve().parent / "nginx" / "forward-auth.conf"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Echo(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):  # noqa: N802  (the stdlib's name)
+        body = f"user={self.headers.get('X-Auth-Request-User', '')}\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def start_upstream():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+class Nginx:
+    def __init__(self, portal, upstream, *, cache=False, noop="127.0.0.1:9"):
+        self.prefix = Path(tempfile.mkdtemp(prefix="nginx-"))
+        self.port = free_port()
+        text = CONF.read_text()
+        for key, value in {
+            "LISTEN": f"127.0.0.1:{self.port}",
+            "PORTAL": portal,
+            "UPSTREAM": upstream,
+            "PREFIX": str(self.prefix),
+            "CACHE": "0" if cache else "1",
+            "NOOP": noop,
+        }.items():
+            text = text.replace("{{" + key + "}}", value)
+        (self.prefix / "nginx.conf").write_text(text)
+        binary = shutil.which("nginx") or "/usr/sbin/nginx"
+        self.proc = subprocess.Popen(
+            [binary, "-c", str(self.prefix / "nginx.conf"), "-p", str(self.prefix)], env=os.environ
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError((self.prefix / "error.log").read_text()) from None
+                time.sleep(0.05)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        shutil.rmtree(self.prefix, ignore_errors=True)

@@ -1,0 +1,150 @@
+"""Job endpoints: created from a launch's exposed ports, routed through the configured driver,
+extended by their owners within the tenant's maximum, reclaimed when they expire."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from k8s_adapters.routing import DRIVERS, AuthSpec, EndpointSpec
+from portal.reconcile import enqueue
+from tenants.access import has_role
+from tenants.choices import Role
+from tenants.services import record
+
+from .choices import Protocol
+from .models import Endpoint
+
+
+def default_mode(protocol):
+    return settings.ENDPOINT_MODE if protocol == Protocol.HTTP else settings.ENDPOINT_TCP_MODE
+
+
+def base_path_env(tenant, job_name, ports):
+    """GPU_PORTAL_BASE_PATH (the first HTTP endpoint) and GPU_PORTAL_BASE_PATH_<NAME>, so
+    Jupyter (--ServerApp.base_url) or TensorBoard (--path_prefix) serve under their path."""
+    env = []
+    for port in ports:
+        if (
+            port.protocol != Protocol.HTTP
+            or (port.mode or default_mode(port.protocol)) != "ingress"
+        ):
+            continue
+        path = (
+            "/"
+            if settings.ENDPOINT_ROUTE == "host"
+            else f"{settings.ENDPOINT_PATH_PREFIX}/{tenant.slug}/{job_name}/{port.name}/"
+        )
+        if not env:
+            env.append(("GPU_PORTAL_BASE_PATH", path))
+        env.append((f"GPU_PORTAL_BASE_PATH_{port.name.upper().replace('-', '_')}", path))
+    return env
+
+
+def create_for_job(job, ports):
+    expires = timezone.now() + timedelta(hours=job.tenant.endpoint_default_hours)
+    Endpoint.objects.bulk_create(
+        [
+            Endpoint(
+                job=job,
+                name=p.name,
+                task=p.task,
+                container_port=p.container_port,
+                protocol=p.protocol,
+                mode=p.mode or default_mode(p.protocol),
+                expires_at=expires,
+            )
+            for p in ports
+        ]
+    )
+
+
+def specs(job):
+    """The job's live (not reclaimed) endpoints as builder input."""
+    return [
+        EndpointSpec(
+            name=e.name,
+            job=job.name,
+            task=e.task,
+            tenant=job.tenant.slug,
+            owner=job.owner.username,
+            namespace=job.tenant.namespace,
+            container_port=e.container_port,
+            protocol=e.protocol,
+            mode=e.mode,
+            host=e.host,
+            path=e.path,
+        )
+        for e in job.endpoints.all()
+        if e.reclaimed_at is None and not e.is_expired
+    ]
+
+
+def auth_spec():
+    return AuthSpec(
+        auth_url=f"{settings.PORTAL_INTERNAL_URL}/auth/endpoint",
+        signin_url=f"{settings.PORTAL_URL}/auth/signin",
+    )
+
+
+def route_objects(job, endpoint_specs):
+    driver = DRIVERS[settings.ROUTING_DRIVER]
+    return driver.build(endpoint_specs, auth_spec(), settings.ROUTING_INGRESS_CLASS)
+
+
+def _reconcile(job):
+    from .tasks import reconcile_job
+
+    enqueue(reconcile_job, job.pk)
+
+
+@transaction.atomic
+def extend(endpoint, *, hours, actor):
+    """Move expiry to `hours` from now, within the tenant's maximum; the owner or a tenant
+    admin may."""
+    endpoint = (
+        Endpoint.objects.select_for_update().select_related("job__tenant").get(pk=endpoint.pk)
+    )
+    job, tenant = endpoint.job, endpoint.job.tenant
+    if not (job.owner_id == actor.pk or has_role(tenant.role_of(actor), Role.ADMIN)):
+        raise PermissionDenied("Only the job's owner or a tenant admin can extend it.")
+    if not 1 <= hours <= tenant.endpoint_max_hours:
+        raise ValidationError(
+            {
+                "hours": [
+                    ValidationError(
+                        f"Extend by 1 to {tenant.endpoint_max_hours} hours (the tenant's maximum).",
+                        code="over_max",
+                    )
+                ]
+            }
+        )
+    before = endpoint.expires_at
+    endpoint.expires_at = timezone.now() + timedelta(hours=hours)
+    endpoint.reclaimed_at = None
+    endpoint.save(update_fields=["expires_at", "reclaimed_at"])
+    record(
+        actor,
+        "endpoint.extend",
+        endpoint,
+        tenant=tenant,
+        before={"expires_at": before.isoformat()},
+        after={"expires_at": endpoint.expires_at.isoformat()},
+    )
+    _reconcile(job)
+    return endpoint
+
+
+def reclaim_expired(now=None):
+    """Mark expired endpoints reclaimed and let their jobs' reconcile remove the routes."""
+    now = now or timezone.now()
+    expired = Endpoint.objects.filter(expires_at__lte=now, reclaimed_at__isnull=True)
+    jobs = set(expired.values_list("job_id", flat=True))
+    expired.update(reclaimed_at=now)
+    from .tasks import reconcile_job
+
+    for job_id in jobs:
+        enqueue(reconcile_job, job_id)
+    return len(jobs)

@@ -1,0 +1,80 @@
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from ..choices import Protocol
+
+
+class EndpointMode(models.TextChoices):
+    INGRESS = "ingress", "Ingress (SSO-protected URL)"
+    NODEPORT = "nodeport", "NodePort"
+    LOADBALANCER = "loadbalancer", "LoadBalancer"
+    PODIP = "podip", "Pod IP (inside the cluster)"
+
+
+class Endpoint(models.Model):
+    """A port a job exposes, reachable until it expires."""
+
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="endpoints")
+    name = models.CharField(max_length=15)
+    task = models.CharField(max_length=20)
+    container_port = models.PositiveIntegerField()
+    protocol = models.CharField(max_length=8, choices=Protocol)
+    mode = models.CharField(max_length=16, choices=EndpointMode)
+    private = models.BooleanField(default=False, help_text="Only the job's owner may open it.")
+    expires_at = models.DateTimeField()
+    reclaimed_at = models.DateTimeField(null=True, blank=True)
+    observed = models.JSONField(
+        default=dict, blank=True, help_text="What the cluster assigned: nodePort, load-balancer IP."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["job", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "name"], name="endpoint_name_per_job")
+        ]
+
+    def __str__(self):
+        return f"{self.job}/{self.name}"
+
+    @property
+    def is_expired(self):
+        return self.expires_at <= timezone.now()
+
+    @property
+    def routed(self):
+        return self.mode == EndpointMode.INGRESS and self.protocol == Protocol.HTTP
+
+    @property
+    def path(self):
+        if settings.ENDPOINT_ROUTE == "host":
+            return "/"
+        return (
+            f"{settings.ENDPOINT_PATH_PREFIX}/{self.job.tenant.slug}/{self.job.name}/{self.name}/"
+        )
+
+    @property
+    def host(self):
+        if settings.ENDPOINT_ROUTE == "host":
+            return (
+                f"{self.name}--{self.job.name}--{self.job.tenant.slug}."
+                f"{settings.ENDPOINT_WILDCARD_DOMAIN}"
+            )
+        return settings.ENDPOINT_HOST
+
+    @property
+    def url(self):
+        if self.routed:
+            origin = (
+                f"{settings.ENDPOINT_SCHEME}://{self.host}"
+                if self.host
+                else settings.PORTAL_URL.rstrip("/")
+            )
+            return f"{origin}{self.path}"
+        if self.mode == EndpointMode.NODEPORT and self.observed.get("node_port"):
+            return f"{self.protocol}://<any node>:{self.observed['node_port']}"
+        if self.mode == EndpointMode.LOADBALANCER and self.observed.get("ip"):
+            return f"{self.protocol}://{self.observed['ip']}:{self.container_port}"
+        service = f"{self.job.name}-{self.name}"[:63]
+        return f"{self.protocol}://{service}.{self.job.tenant.namespace}.svc:{self.container_port}"

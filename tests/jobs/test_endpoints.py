@@ -1,0 +1,231 @@
+"""Endpoints: Services and routes in the API server, expiry, and forward-auth through real
+nginx configured as ingress-nginx renders external auth."""
+
+import sys
+from datetime import timedelta
+from urllib.parse import quote
+
+import pytest
+import requests
+import time_machine
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from jobs import endpoints, services
+from jobs.models import Endpoint
+from jobs.tasks import reclaim_endpoints, reconcile_job
+from k8s_adapters.routing import TRAEFIK_API
+from portal.models import ApiToken
+
+sys.path.insert(0, "hack")
+from nginx_harness import Nginx, start_upstream  # noqa: E402
+
+pytestmark = pytest.mark.django_db
+INGRESS = ("networking.k8s.io/v1", "Ingress")
+
+
+@pytest.fixture
+def notebook(team, templates, cluster, django_capture_on_commit_callbacks):
+    """bob's Jupyter dev box: jupyter (HTTP, ingress) and ssh (NodePort)."""
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["jupyter-ssh"],
+            name="nb",
+        )
+    return job
+
+
+def test_each_endpoint_gets_a_service_and_http_ones_one_ingress_with_external_auth(
+    cluster, team, notebook, settings
+):
+    ns = team["tenant"].namespace
+    jupyter = cluster.get("v1", "Service", "nb-jupyter", ns)
+    assert jupyter["spec"]["type"] == "ClusterIP"
+    assert jupyter["spec"]["selector"] == {
+        "volcano.sh/job-name": "nb",
+        "volcano.sh/task-spec": "dev",
+    }
+    ssh = cluster.get("v1", "Service", "nb-ssh", ns)
+    assert ssh["spec"]["type"] == "NodePort"
+    ingress = cluster.get(*INGRESS, "nb-endpoints", ns)
+    notes = ingress["metadata"]["annotations"]
+    assert notes["nginx.ingress.kubernetes.io/auth-url"] == f"{settings.PORTAL_URL}/auth/endpoint"
+    assert notes["nginx.ingress.kubernetes.io/auth-signin"] == f"{settings.PORTAL_URL}/auth/signin"
+    assert "X-Auth-Request-User" in notes["nginx.ingress.kubernetes.io/auth-response-headers"]
+    paths = ingress["spec"]["rules"][0]["http"]["paths"]
+    assert [(p["path"], p["backend"]["service"]["name"]) for p in paths] == [
+        (f"/jobs/{team['tenant'].slug}/nb/jupyter/", "nb-jupyter")
+    ]
+    rows = {e.name: e for e in Endpoint.objects.filter(job=notebook)}
+    assert rows["ssh"].observed["node_port"] == ssh["spec"]["ports"][0]["nodePort"]
+    assert rows["jupyter"].url.endswith(f"/jobs/{team['tenant'].slug}/nb/jupyter/")
+    env = {
+        e["name"]: e["value"]
+        for e in notebook.spec["extra_env"]
+        and [{"name": k, "value": v} for k, v in notebook.job_spec().extra_env]
+    }
+    assert env["GPU_PORTAL_BASE_PATH"] == f"/jobs/{team['tenant'].slug}/nb/jupyter/"
+
+
+def test_the_traefik_driver_renders_forward_auth_resources_the_crds_accept(
+    cluster, team, templates, settings, django_capture_on_commit_callbacks
+):
+    settings.ROUTING_DRIVER = "traefik"
+    with django_capture_on_commit_callbacks(execute=True):
+        services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["jupyter-ssh"],
+            name="nb-t",
+        )
+    ns = team["tenant"].namespace
+    middleware = cluster.get(TRAEFIK_API, "Middleware", "nb-t-auth", ns)
+    assert middleware["spec"]["forwardAuth"]["address"].endswith("/auth/endpoint?redirect=1")
+    route = cluster.get(TRAEFIK_API, "IngressRoute", "nb-t-endpoints", ns)
+    assert route["spec"]["routes"][0]["match"] == (
+        f"PathPrefix(`/jobs/{team['tenant'].slug}/nb-t/jupyter/`)"
+    )
+    assert cluster.get(*INGRESS, "nb-t-endpoints", ns) is None
+
+
+def test_expired_endpoints_are_reclaimed_and_an_extension_brings_them_back(
+    cluster, team, notebook, django_capture_on_commit_callbacks
+):
+    ns = team["tenant"].namespace
+    later = timezone.now() + timedelta(hours=team["tenant"].endpoint_default_hours, minutes=1)
+    with time_machine.travel(later), django_capture_on_commit_callbacks(execute=True):
+        reclaim_endpoints()
+    assert cluster.get(*INGRESS, "nb-endpoints", ns) is None
+    assert cluster.get("v1", "Service", "nb-jupyter", ns) is None
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    assert jupyter.reclaimed_at is not None
+    with django_capture_on_commit_callbacks(execute=True):
+        endpoints.extend(jupyter, hours=4, actor=team["bob"])
+    assert cluster.get(*INGRESS, "nb-endpoints", ns) is not None
+    assert cluster.get("v1", "Service", "nb-jupyter", ns) is not None
+
+
+def test_extensions_stay_within_the_tenant_maximum_and_only_owners_or_admins_extend(team, notebook):
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    with pytest.raises(ValidationError) as caught:
+        endpoints.extend(jupyter, hours=team["tenant"].endpoint_max_hours + 1, actor=team["bob"])
+    assert caught.value.message_dict["hours"] == [
+        f"Extend by 1 to {team['tenant'].endpoint_max_hours} hours (the tenant's maximum)."
+    ]
+    with pytest.raises(endpoints.PermissionDenied):
+        endpoints.extend(jupyter, hours=2, actor=team["dave"])
+    assert endpoints.extend(jupyter, hours=2, actor=team["alice"]).expires_at > timezone.now()
+
+
+def test_a_finished_job_loses_its_routes(
+    cluster, team, notebook, django_capture_on_commit_callbacks
+):
+    from tests.jobs.conftest import set_phase
+
+    set_phase(cluster, notebook, "Completed")
+    reconcile_job(notebook.pk)
+    assert cluster.get(*INGRESS, "nb-endpoints", team["tenant"].namespace) is None
+
+
+@pytest.mark.parametrize(
+    ("expose", "path", "fragment"),
+    [
+        (
+            {
+                "name": "ssh",
+                "task": "main",
+                "container_port": 22,
+                "protocol": "ssh",
+                "mode": "ingress",
+            },
+            "expose[0].mode",
+            "SSH cannot go through the HTTP ingress",
+        ),
+        (
+            {"name": "web", "task": "main", "container_port": 0},
+            "expose[0].container_port",
+            "between 1 and 65535",
+        ),
+        ({"name": "api", "task": "main", "container_port": 80}, "expose[0].name", "reserved"),
+    ],
+)
+def test_bad_exposed_ports_are_refused(team, templates, expose, path, fragment):
+    data = {**templates["single-gpu"].spec, "expose": [expose]}
+    with pytest.raises(ValidationError) as caught:
+        services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="bad-port"
+        )
+    assert fragment in caught.value.message_dict[path][0]
+
+
+def test_forward_auth_makes_no_database_query_once_warm(
+    client, team, notebook, settings, django_assert_num_queries
+):
+    settings.FORWARD_AUTH_CACHE_SECONDS = 30
+    client.force_login(team["bob"])
+    url = f"http://portal/jobs/{team['tenant'].slug}/nb/jupyter/lab"
+    assert client.get("/auth/endpoint", HTTP_X_ORIGINAL_URL=url).status_code == 200
+    with django_assert_num_queries(0):
+        assert client.get("/auth/endpoint", HTTP_X_ORIGINAL_URL=url).status_code == 200
+
+
+@pytest.fixture
+def nginx(live_server, settings):
+    settings.FORWARD_AUTH_CACHE_SECONDS = 0  # decisions follow the database at once
+    upstream = start_upstream()
+    proxy = Nginx(live_server.url.split("://")[1], f"127.0.0.1:{upstream.server_port}")
+    yield proxy
+    proxy.stop()
+    upstream.shutdown()
+
+
+def session_for(nginx, username):
+    """Sign in through nginx: the portal and the endpoints share one host in path mode."""
+    http = requests.Session()
+    http.get(f"{nginx.url}/accounts/login/")
+    http.post(
+        f"{nginx.url}/accounts/login/",
+        data={
+            "csrfmiddlewaretoken": http.cookies["csrftoken"],
+            "login": username,
+            "password": f"pw-{username}",
+        },
+        headers={"Referer": f"{nginx.url}/accounts/login/"},
+    )
+    assert "sessionid" in http.cookies
+    return http
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nginx_lets_only_tenant_members_in_until_the_endpoint_expires(
+    nginx, live_server, team, notebook
+):
+    url = f"{nginx.url}/jobs/{team['tenant'].slug}/nb/jupyter/tree?x=1"
+    anonymous = requests.get(url, allow_redirects=False)
+    assert anonymous.status_code == 302
+    assert anonymous.headers["Location"] == f"{nginx.url}/auth/signin?rd={url}"
+    to_login = requests.get(anonymous.headers["Location"], allow_redirects=False)
+    assert to_login.headers["Location"] == f"/accounts/login/?next={quote(url, safe='/')}"
+
+    bob = session_for(nginx, "bob")
+    response = bob.get(url)
+    assert (response.status_code, response.text) == (200, "user=bob\n")
+    assert session_for(nginx, "charlie").get(url).status_code == 403
+    assert session_for(nginx, "dave").get(url).text == "user=dave\n"  # viewers may look
+
+    token, raw = ApiToken.issue(team["bob"], "sdk")
+    assert requests.get(url, headers={"Authorization": f"Bearer {raw}"}).text == "user=bob\n"
+
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    with time_machine.travel(jupyter.expires_at + timedelta(seconds=1)):
+        assert bob.get(url).status_code == 403
+        endpoints.extend(jupyter, hours=2, actor=team["bob"])
+        assert bob.get(url).status_code == 200
+    from tenants.models import Membership
+
+    Membership.objects.filter(user=team["bob"], tenant=team["tenant"]).delete()
+    assert bob.get(url).status_code == 403
