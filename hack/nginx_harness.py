@@ -1,13 +1,11 @@
-"""Start real nginx (forward-auth.conf) and a tiny upstream that echoes who nginx says the user
-is, for tests and benchmarks."""
+"""Start real nginx (forward-auth.conf) for tests and benchmarks; it also serves the job's app
+(echoing who nginx says the user is) and a no-op auth server."""
 
-import http.server
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -20,38 +18,18 @@ def free_port():
         return s.getsockname()[1]
 
 
-class Echo(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):  # noqa: N802  (the stdlib's name)
-        body = f"user={self.headers.get('X-Auth-Request-User', '')}\n".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-def start_upstream():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Echo)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
 class Nginx:
-    def __init__(self, portal, upstream, *, cache=False, noop="127.0.0.1:9"):
+    def __init__(self, portal, *, cache=False):
         self.prefix = Path(tempfile.mkdtemp(prefix="nginx-"))
         self.port = free_port()
         text = CONF.read_text()
         for key, value in {
             "LISTEN": f"127.0.0.1:{self.port}",
             "PORTAL": portal,
-            "UPSTREAM": upstream,
+            "UPSTREAM": f"127.0.0.1:{free_port()}",
             "PREFIX": str(self.prefix),
             "CACHE": "0" if cache else "1",
-            "NOOP": noop,
+            "NOOP": f"127.0.0.1:{free_port()}",
         }.items():
             text = text.replace("{{" + key + "}}", value)
         (self.prefix / "nginx.conf").write_text(text)
