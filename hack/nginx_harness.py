@@ -21,6 +21,12 @@ def free_port():
 class Nginx:
     def __init__(self, portal, *, cache=False):
         self.prefix = Path(tempfile.mkdtemp(prefix="nginx-"))
+        # Started as root, nginx's workers run as an unprivileged user: let them write the
+        # cache and temp folders.
+        self.prefix.chmod(0o755)
+        for name in ("authcache", "body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            (self.prefix / name).mkdir(mode=0o777)
+            (self.prefix / name).chmod(0o777)
         self.port = free_port()
         text = CONF.read_text()
         for key, value in {

@@ -123,59 +123,118 @@ def _token_user(raw):
     return _user_facts(token.user)
 
 
-def current_user(request):
-    header = request.headers.get("Authorization", "")
-    if header.startswith(f"Bearer {TOKEN_PREFIX}"):
-        raw = header.split(" ", 1)[1]
+def current_user(authorization, session_key):
+    if authorization.startswith(f"Bearer {TOKEN_PREFIX}"):
+        raw = authorization.split(" ", 1)[1]
         return _cache.get(("token", hash_token(raw)), lambda: _token_user(raw))
-    session_key = request.COOKIES.get(settings.SESSION_COOKIE_NAME)
     if not session_key:
         return None
     return _cache.get(("session", session_key), lambda: _session_user(session_key))
 
 
-def original_url(request):
-    if request.headers.get("X-Original-URL"):  # ingress-nginx
-        return request.headers["X-Original-URL"]
-    host = request.headers.get("X-Forwarded-Host", "")  # Traefik
-    proto = request.headers.get("X-Forwarded-Proto", "https")
-    return f"{proto}://{host}{request.headers.get('X-Forwarded-Uri', '/')}"
+def original_url(headers):
+    """The URL nginx (X-Original-URL) or Traefik (X-Forwarded-*) asks about."""
+    if headers.get("X-Original-URL"):
+        return headers["X-Original-URL"]
+    proto = headers.get("X-Forwarded-Proto", "https")
+    return f"{proto}://{headers.get('X-Forwarded-Host', '')}{headers.get('X-Forwarded-Uri', '/')}"
 
 
-def _decided(response, facts=None):
-    """Tell nginx's auth cache how long it may reuse this answer: with the portal's own cache,
-    a revocation takes effect within 30 s, and an allowed answer never outlives the endpoint."""
+def _cache_seconds(facts=None):
+    """How long nginx's auth cache may reuse an answer: with the portal's own cache, a
+    revocation takes effect within 30 s, and an allowed answer never outlives the endpoint."""
     seconds = max(30 - settings.FORWARD_AUTH_CACHE_SECONDS, 0)
     if facts is not None:
         remaining = (facts.expires_at - timezone.now()).total_seconds()
         seconds = max(min(seconds, int(remaining)), 0)
-    response["X-Accel-Expires"] = str(seconds)
-    return response
+    return str(seconds)
+
+
+def decide(url, *, authorization="", session_key="", redirect=False):
+    """(status, headers, body) for one request to an endpoint."""
+    key = endpoint_key(url)
+    facts = _cache.get(("endpoint", key), lambda: _endpoint_facts(key)) if key else None
+    if facts is None:
+        return 403, {"X-Accel-Expires": _cache_seconds()}, "no such endpoint"
+    user = current_user(authorization, session_key)
+    if user is None:
+        if redirect:
+            return 302, {"Location": f"{settings.PORTAL_URL}/auth/signin?rd={quote(url)}"}, ""
+        return 401, {"X-Accel-Expires": _cache_seconds()}, "sign in first"
+    if timezone.now() >= facts.expires_at:
+        return 403, {"X-Accel-Expires": _cache_seconds()}, "this endpoint has expired"
+    if user.id not in facts.members or (facts.private and user.id != facts.owner_id):
+        return 403, {"X-Accel-Expires": _cache_seconds()}, "not allowed"
+    return (
+        200,
+        {
+            "X-Auth-Request-User": user.username,
+            "X-Auth-Request-Email": user.email,
+            "X-Auth-Request-Groups": facts.tenant,
+            "X-Accel-Expires": _cache_seconds(facts),
+        },
+        "ok",
+    )
 
 
 @never_cache
 def forward_auth(request):
-    url = original_url(request)
-    key = endpoint_key(url)
-    facts = _cache.get(("endpoint", key), lambda: _endpoint_facts(key)) if key else None
-    if facts is None:
-        return _decided(HttpResponse("no such endpoint", status=403, content_type="text/plain"))
-    user = current_user(request)
-    if user is None:
-        if request.GET.get("redirect"):
-            return HttpResponseRedirect(f"{settings.PORTAL_URL}/auth/signin?rd={quote(url)}")
-        return _decided(HttpResponse("sign in first", status=401, content_type="text/plain"))
-    if timezone.now() >= facts.expires_at:
-        return _decided(
-            HttpResponse("this endpoint has expired", status=403, content_type="text/plain")
+    status, headers, body = decide(
+        original_url(request.headers),
+        authorization=request.headers.get("Authorization", ""),
+        session_key=request.COOKIES.get(settings.SESSION_COOKIE_NAME, ""),
+        redirect=bool(request.GET.get("redirect")),
+    )
+    response = HttpResponse(body, status=status, content_type="text/plain")
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+class FastPath:
+    """WSGI middleware answering /auth/endpoint before Django's middleware stack: it runs for
+    every request to every endpoint and needs none of sessions-on-write, CSRF or messages. The
+    same decide() serves it, so behaviour is identical."""
+
+    path = "/auth/endpoint"
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        if environ.get("PATH_INFO") != self.path:
+            return self.app(environ, start_response)
+        from http.cookies import SimpleCookie
+
+        headers = {
+            "X-Original-URL": environ.get("HTTP_X_ORIGINAL_URL", ""),
+            "X-Forwarded-Proto": environ.get("HTTP_X_FORWARDED_PROTO", "https"),
+            "X-Forwarded-Host": environ.get("HTTP_X_FORWARDED_HOST", ""),
+            "X-Forwarded-Uri": environ.get("HTTP_X_FORWARDED_URI", "/"),
+        }
+        cookies = SimpleCookie()
+        cookies.load(environ.get("HTTP_COOKIE", ""))
+        session = cookies.get(settings.SESSION_COOKIE_NAME)
+        status, extra, body = decide(
+            original_url(headers),
+            authorization=environ.get("HTTP_AUTHORIZATION", ""),
+            session_key=session.value if session else "",
+            redirect="redirect=1" in environ.get("QUERY_STRING", ""),
         )
-    if user.id not in facts.members or (facts.private and user.id != facts.owner_id):
-        return _decided(HttpResponse("not allowed", status=403, content_type="text/plain"))
-    response = HttpResponse("ok", content_type="text/plain")
-    response["X-Auth-Request-User"] = user.username
-    response["X-Auth-Request-Email"] = user.email
-    response["X-Auth-Request-Groups"] = facts.tenant
-    return _decided(response, facts)
+        payload = body.encode()
+        start_response(
+            f"{status} {_REASONS[status]}",
+            [
+                ("Content-Type", "text/plain"),
+                ("Content-Length", str(len(payload))),
+                ("Cache-Control", "no-store"),
+                *extra.items(),
+            ],
+        )
+        return [payload]
+
+
+_REASONS = {200: "OK", 302: "Found", 401: "Unauthorized", 403: "Forbidden"}
 
 
 def signin(request):

@@ -226,3 +226,33 @@ def test_nginx_lets_only_tenant_members_in_until_the_endpoint_expires(
 
     Membership.objects.filter(user=team["bob"], tenant=team["tenant"]).delete()
     assert bob.get(url).status_code == 403
+
+
+def test_the_wsgi_fast_path_answers_like_the_view(team, notebook, client):
+    from portal.wsgi import application
+
+    client.force_login(team["bob"])
+    session = client.cookies["sessionid"].value
+    url = f"http://portal/jobs/{team['tenant'].slug}/nb/jupyter/"
+    answers = []
+
+    def call(cookie, query=""):
+        environ = {
+            "REQUEST_METHOD": "GET",
+            "PATH_INFO": "/auth/endpoint",
+            "QUERY_STRING": query,
+            "HTTP_X_ORIGINAL_URL": url,
+            "HTTP_COOKIE": cookie,
+            "SERVER_NAME": "portal",
+            "SERVER_PORT": "80",
+            "wsgi.url_scheme": "http",
+        }
+        body = application(environ, lambda status, headers: answers.append((status, dict(headers))))
+        return answers[-1], b"".join(body)
+
+    (status, headers), body = call(f"sessionid={session}")
+    assert (status, headers["X-Auth-Request-User"], body) == ("200 OK", "bob", b"ok")
+    assert call("")[0][0] == "401 Unauthorized"
+    assert call("", "redirect=1")[0][1]["Location"].endswith(
+        f"/auth/signin?rd={url}".replace("://", "%3A//")
+    )
