@@ -19,6 +19,7 @@ setup:
 	@bash hack/services.sh start
 	@bash hack/controlplane.sh start
 	@$(PY) manage.py migrate --noinput -v 0
+	@$(PY) manage.py collectstatic --noinput -v 0
 
 run: setup
 	@bash hack/run.sh $(HOST) $(PORT)

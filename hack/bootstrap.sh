@@ -22,12 +22,12 @@ if ((${#missing[@]})); then
 fi
 # Debian starts its own services on install; ours run on other ports, so stop nothing else.
 
-stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+stamp=.venv/.installed-$(cat pyproject.toml sdk/pyproject.toml | sha256sum | cut -c1-16)
 if [[ ! -f $stamp ]]; then
   log "installing Python dependencies"
   [[ -x .venv/bin/python ]] || python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e ".[dev]"
+  .venv/bin/pip install -q -e ".[dev]" -e sdk
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

@@ -19,7 +19,7 @@ def free_port():
 
 
 class Nginx:
-    def __init__(self, portal, *, cache=False):
+    def __init__(self, portal, *, cache=False, port=None):
         self.prefix = Path(tempfile.mkdtemp(prefix="nginx-"))
         # Started as root, nginx's workers run as an unprivileged user: let them write the
         # cache and temp folders.
@@ -27,7 +27,7 @@ class Nginx:
         for name in ("authcache", "body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (self.prefix / name).mkdir(mode=0o777)
             (self.prefix / name).chmod(0o777)
-        self.port = free_port()
+        self.port = port or free_port()
         text = CONF.read_text()
         for key, value in {
             "LISTEN": f"127.0.0.1:{self.port}",

@@ -54,6 +54,7 @@ def create_for_job(job, ports):
                 container_port=p.container_port,
                 protocol=p.protocol,
                 mode=p.mode or default_mode(p.protocol),
+                private=p.private,
                 expires_at=expires,
             )
             for p in ports

@@ -180,7 +180,7 @@ def _ports(errors, items, task_names):
                 "not_http",
             )
         port = _int(errors, f"{path}.container_port", item.get("container_port"), 1, 65535)
-        ports.append(Port(name, task, port, protocol, mode))
+        ports.append(Port(name, task, port, protocol, mode, bool(item.get("private", False))))
     return tuple(ports)
 
 

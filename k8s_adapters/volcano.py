@@ -21,6 +21,7 @@ class Port:
     container_port: int
     protocol: str = "http"
     mode: str = ""  # empty: the cluster's default for the protocol
+    private: bool = False  # only the job's owner may open it
 
 
 @dataclass(frozen=True)

@@ -256,3 +256,21 @@ def test_the_wsgi_fast_path_answers_like_the_view(team, notebook, client):
     assert call("", "redirect=1")[0][1]["Location"].endswith(
         f"/auth/signin?rd={url}".replace("://", "%3A//")
     )
+
+
+def test_a_private_endpoint_lets_only_its_owner_in(
+    team, templates, client, settings, django_capture_on_commit_callbacks
+):
+    settings.FORWARD_AUTH_CACHE_SECONDS = 0
+    data = {
+        **templates["single-gpu"].spec,
+        "expose": [{"name": "board", "task": "main", "container_port": 6006, "private": True}],
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="private-job"
+        )
+    url = f"http://portal/jobs/{team['tenant'].slug}/private-job/board/"
+    for who, status in [("bob", 200), ("alice", 403), ("dave", 403)]:
+        client.force_login(team[who])
+        assert client.get("/auth/endpoint", HTTP_X_ORIGINAL_URL=url).status_code == status, who

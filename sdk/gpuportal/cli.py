@@ -1,0 +1,253 @@
+"""gpuportal: the command line on top of the SDK.
+
+gpuportal login URL --token TOKEN [--tenant T] [--ssh-host NODE]
+gpuportal jobs submit -f job.yaml [--wait running]
+gpuportal jobs launch TEMPLATE [--name N] [--gpus G] [--image I] [--replicas task=N ...]
+gpuportal jobs list [--state S] [-o json]
+gpuportal jobs status NAME [--endpoints] [-o json]
+gpuportal jobs events NAME | cancel NAME | delete NAME [--delete-data]
+gpuportal endpoints extend NAME [--endpoint E] --hours 4
+gpuportal ssh NAME [--print]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+from .client import Client, PortalError
+from .models import VolcanoJob
+
+
+def config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base) / "gpuportal" / "config.json"
+
+
+def load_config() -> dict:
+    path = config_path()
+    if not path.exists():
+        sys.exit("Not logged in: run `gpuportal login URL --token TOKEN` first.")
+    return json.loads(path.read_text())
+
+
+def save_config(data: dict):
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2))
+    path.chmod(0o600)
+
+
+def client(config) -> Client:
+    return Client(config["url"], config["token"])
+
+
+def tenant_of(args, config):
+    tenant = getattr(args, "tenant", None) or config.get("tenant")
+    if not tenant:
+        sys.exit("Say which tenant: --tenant T (or `gpuportal login ... --tenant T`).")
+    return tenant
+
+
+def show(rows, columns, output):
+    if output == "json":
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns]
+    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)))
+    for row in rows:
+        print("  ".join(str(row.get(c, "")).ljust(w) for c, w in zip(columns, widths, strict=True)))
+
+
+def cmd_login(args):
+    probe = Client(args.url, args.token)
+    probe.templates()  # fails loudly on a wrong URL or token
+    save_config(
+        {"url": args.url, "token": args.token, "tenant": args.tenant, "ssh_host": args.ssh_host}
+    )
+    print(f"Logged in to {args.url}; settings in {config_path()}")
+
+
+def cmd_submit(args, config):
+    data = yaml.safe_load(Path(args.file).read_text())
+    data.setdefault("queue", tenant_of(args, config))
+    job = VolcanoJob.from_dict(data)
+    api = client(config)
+    created = api.submit(job)
+    if args.wait:
+        created = api.wait(job, args.wait, timeout=args.timeout)
+    show([summary(created)], SUMMARY, args.output)
+
+
+SUMMARY = ["name", "state", "gpus", "owner", "queue_position"]
+
+
+def summary(job):
+    return {
+        **{k: job.get(k) for k in SUMMARY},
+        "endpoints": {e["name"]: e["url"] for e in job.get("endpoints", [])},
+    }
+
+
+def cmd_launch(args, config):
+    overrides = {}
+    if args.gpus is not None:
+        overrides["gpus"] = args.gpus
+    if args.image:
+        overrides["image"] = args.image
+    if args.replicas:
+        overrides["replicas"] = {k: int(v) for k, v in (r.split("=", 1) for r in args.replicas)}
+    created = client(config).launch(
+        tenant_of(args, config), args.template, name=args.name, **overrides
+    )
+    show([summary(created)], SUMMARY, args.output)
+
+
+def cmd_list(args, config):
+    filters = {"state": args.state} if args.state else {}
+    show(
+        [summary(j) for j in client(config).list(tenant_of(args, config), **filters)],
+        SUMMARY,
+        args.output,
+    )
+
+
+def cmd_status(args, config):
+    job = client(config).get(args.name, tenant_of(args, config))
+    if args.output == "json":
+        print(json.dumps(job, indent=2, default=str))
+        return
+    print(f"{job['name']}: {job['state']}" + (f" ({job['message']})" if job["message"] else ""))
+    if job.get("queue_position"):
+        print(f"  waiting in the tenant's queue at position {job['queue_position']}")
+    if job.get("pending_reason"):
+        print(f"  why pending: {job['pending_reason']}")
+    if args.endpoints:
+        for e in job["endpoints"]:
+            state = "expired" if e["expired"] else f"until {e['expires_at']}"
+            print(f"  {e['name']:<12} {e['url']}  ({state})")
+
+
+def cmd_events(args, config):
+    show(
+        client(config).events(args.name, tenant_of(args, config)),
+        ["created_at", "kind", "message"],
+        args.output,
+    )
+
+
+def cmd_cancel(args, config):
+    job = client(config).cancel(args.name, tenant_of(args, config))
+    print(f"{job['name']}: cancelling ({job['state']})")
+
+
+def cmd_delete(args, config):
+    client(config).delete(args.name, tenant_of(args, config), delete_data=args.delete_data)
+    print(f"{args.name}: deleting")
+
+
+def cmd_extend(args, config):
+    api, tenant = client(config), tenant_of(args, config)
+    names = [args.endpoint] if args.endpoint else list(api.endpoints(args.name, tenant))
+    for name in names:
+        endpoint = api.extend(args.name, name, args.hours, tenant)
+        print(f"{name}: expires {endpoint['expires_at']}")
+
+
+def ssh_command(job, ssh_host, user="root"):
+    for e in job["endpoints"]:
+        if e["protocol"] != "ssh":
+            continue
+        observed = e.get("observed") or {}
+        if observed.get("node_port") and ssh_host:
+            return ["ssh", "-p", str(observed["node_port"]), f"{user}@{ssh_host}"]
+        if observed.get("ip"):
+            return ["ssh", "-p", str(e["container_port"]), f"{user}@{observed['ip']}"]
+    return None
+
+
+def cmd_ssh(args, config):
+    job = client(config).get(args.name, tenant_of(args, config))
+    command = ssh_command(job, config.get("ssh_host"), args.user)
+    if command is None:
+        sys.exit(f"{args.name} exposes no reachable SSH port yet (or set --ssh-host at login).")
+    if args.print:
+        print(" ".join(command))
+        return
+    os.execvp(command[0], command)  # noqa: S606  (argv list, no shell)
+
+
+def parser():
+    root = argparse.ArgumentParser(
+        prog="gpuportal", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = root.add_subparsers(dest="command", required=True)
+    login = sub.add_parser("login", help="store the portal URL and an API token")
+    login.add_argument("url")
+    login.add_argument("--token", required=True, help="a personal API token (profile page)")
+    login.add_argument("--tenant", default="")
+    login.add_argument("--ssh-host", default="", help="a node address for NodePort SSH")
+    login.set_defaults(func=cmd_login, needs_config=False)
+
+    def command(group, name, func, help_text):
+        p = group.add_parser(name, help=help_text)
+        p.add_argument("--tenant")
+        p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+        p.set_defaults(func=func, needs_config=True)
+        return p
+
+    jobs = sub.add_parser("jobs", help="submit, watch and manage jobs").add_subparsers(
+        dest="action", required=True
+    )
+    p = command(jobs, "submit", cmd_submit, "submit a job described in YAML")
+    p.add_argument("-f", "--file", required=True)
+    p.add_argument("--wait", help="wait for this state, e.g. running")
+    p.add_argument("--timeout", type=float, default=600)
+    p = command(jobs, "launch", cmd_launch, "launch from a template")
+    p.add_argument("template")
+    p.add_argument("--name", default="")
+    p.add_argument("--gpus", type=int)
+    p.add_argument("--image")
+    p.add_argument("--replicas", nargs="*", help="task=N ...")
+    p = command(jobs, "list", cmd_list, "list the tenant's jobs")
+    p.add_argument("--state")
+    p = command(jobs, "status", cmd_status, "a job's state, pending reason and endpoints")
+    p.add_argument("name")
+    p.add_argument("--endpoints", action="store_true")
+    command(jobs, "events", cmd_events, "a job's status events").add_argument("name")
+    command(jobs, "cancel", cmd_cancel, "cancel a job").add_argument("name")
+    p = command(jobs, "delete", cmd_delete, "delete a job and its workspace")
+    p.add_argument("name")
+    p.add_argument("--delete-data", action="store_true")
+    endpoints = sub.add_parser("endpoints", help="job endpoints").add_subparsers(
+        dest="action", required=True
+    )
+    p = command(endpoints, "extend", cmd_extend, "extend a job's endpoints")
+    p.add_argument("name")
+    p.add_argument("--endpoint")
+    p.add_argument("--hours", type=int, required=True)
+    p = command(sub, "ssh", cmd_ssh, "ssh into a job's SSH endpoint")
+    p.add_argument("name")
+    p.add_argument("--user", default="root")
+    p.add_argument("--print", action="store_true", help="print the command instead")
+    return root
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        if args.needs_config:
+            args.func(args, load_config())
+        else:
+            args.func(args)
+    except PortalError as exc:
+        sys.exit(f"error: {exc}")
+
+
+if __name__ == "__main__":
+    main()
