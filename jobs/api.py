@@ -4,6 +4,7 @@ from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from portal.fields import ID_REGEX
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.choices import Role
 
@@ -150,6 +151,7 @@ class JobViewSet(
 
 
 class DataVolumeViewSet(TenantScoped, viewsets.ModelViewSet):
+    lookup_value_regex = ID_REGEX
     serializer_class = DataVolumeSerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
@@ -180,6 +182,7 @@ class TemplateViewSet(
     """Job templates: global ones (platform admins publish) and tenants' own. Saving an existing
     name adds a version."""
 
+    lookup_value_regex = ID_REGEX
     serializer_class = TemplateSerializer
 
     def get_queryset(self):

@@ -1,5 +1,7 @@
 from rest_framework import serializers
 
+from portal.fields import SlugRelatedField
+
 from .admission import queue_position
 from .models import DataVolume, Endpoint, Job, JobEvent, JobTemplate, JobTemplateVersion
 
@@ -37,10 +39,10 @@ class ExtendSerializer(serializers.Serializer):
 
 
 class JobSerializer(serializers.ModelSerializer):
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    tenant = SlugRelatedField(slug_field="slug", read_only=True)
+    owner = SlugRelatedField(slug_field="username", read_only=True)
     template = serializers.SerializerMethodField()
-    data_volume = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    data_volume = SlugRelatedField(slug_field="name", read_only=True)
     queue_position = serializers.SerializerMethodField()
     endpoints = EndpointSerializer(many=True, read_only=True)
 
@@ -108,7 +110,7 @@ class TemplateVersionSerializer(serializers.ModelSerializer):
 
 
 class TemplateSerializer(serializers.ModelSerializer):
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tenant = SlugRelatedField(slug_field="slug", read_only=True)
     latest = TemplateVersionSerializer(read_only=True)
 
     class Meta:

@@ -5,6 +5,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from portal.fields import NAME_REGEX, SlugRelatedField
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.models import Tenant
 
@@ -14,7 +15,7 @@ from .models import IPPool, IPReservation
 
 
 class PoolSerializer(serializers.ModelSerializer):
-    tenants = serializers.SlugRelatedField(
+    tenants = SlugRelatedField(
         slug_field="slug", many=True, required=False, queryset=Tenant.objects.active()
     )
     usage = serializers.SerializerMethodField()
@@ -55,11 +56,9 @@ class PoolSerializer(serializers.ModelSerializer):
 
 class ReservationSerializer(serializers.ModelSerializer):
     ip = serializers.IPAddressField(protocol="IPv4", required=False, allow_null=True)
-    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.active())
-    owner = serializers.SlugRelatedField(
-        slug_field="username", queryset=get_user_model().objects.all()
-    )
-    job = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    tenant = SlugRelatedField(slug_field="slug", queryset=Tenant.objects.active())
+    owner = SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all())
+    job = SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = IPReservation
@@ -75,6 +74,7 @@ class PoolViewSet(
 ):
     """L2 IP pools (platform admins). Members of a tenant see the pools open to it."""
 
+    lookup_value_regex = NAME_REGEX
     serializer_class = PoolSerializer
     lookup_field = "name"
 

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
+from .fields import ID_REGEX
 from .models import ApiToken, SSHKey
 
 
@@ -81,6 +82,7 @@ class SSHKeySerializer(serializers.ModelSerializer):
 class SSHKeyViewSet(viewsets.ModelViewSet):
     """Your SSH public keys; jobs launched afterwards mount them read-only."""
 
+    lookup_value_regex = ID_REGEX
     serializer_class = SSHKeySerializer
     http_method_names = ["get", "post", "delete", "head", "options"]
 
@@ -117,6 +119,7 @@ class TokenViewSet(
 ):
     """Your personal API tokens. The token itself is returned once, at creation; DELETE revokes."""
 
+    lookup_value_regex = ID_REGEX
     serializer_class = TokenSerializer
 
     def get_queryset(self):

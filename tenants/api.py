@@ -3,6 +3,8 @@ from rest_framework import mixins, permissions, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from portal.fields import ID_REGEX, NAME_REGEX
+
 from . import services
 from .access import get_tenant_for_user, require_platform_admin
 from .choices import Role
@@ -20,6 +22,7 @@ class TenantViewSet(
 ):
     """Tenants with their quota, queue and sync status. Writes are for platform admins."""
 
+    lookup_value_regex = NAME_REGEX
     serializer_class = TenantSerializer
     lookup_field = "slug"
 
@@ -53,6 +56,7 @@ class TenantViewSet(
 class MembershipViewSet(viewsets.ModelViewSet):
     """Members of one tenant: readable by its members, managed by its admins."""
 
+    lookup_value_regex = ID_REGEX
     serializer_class = MembershipSerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
@@ -95,6 +99,7 @@ class MembershipViewSet(viewsets.ModelViewSet):
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
     """The audit log, for platform admins."""
 
+    lookup_value_regex = ID_REGEX
     serializer_class = AuditEventSerializer
 
     def get_queryset(self):

@@ -1,6 +1,8 @@
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
+from portal.fields import SlugRelatedField
+
 from .choices import Role
 from .forms import QUEUE_FIELDS, QUOTA_FIELDS
 from .models import AuditEvent, Membership, Tenant
@@ -48,7 +50,7 @@ class TenantSerializer(serializers.ModelSerializer):
 
 
 class MembershipSerializer(serializers.ModelSerializer):
-    username = serializers.SlugRelatedField(
+    username = SlugRelatedField(
         source="user",
         slug_field="username",
         queryset=get_user_model().objects.filter(is_active=True),
@@ -68,7 +70,7 @@ class MembershipSerializer(serializers.ModelSerializer):
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tenant = SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = AuditEvent
