@@ -61,3 +61,26 @@ class Nginx:
         self.proc.terminate()
         self.proc.wait(10)
         shutil.rmtree(self.prefix, ignore_errors=True)
+
+
+def serve(portal, port):
+    """Run nginx in the foreground in front of the portal (for `make run`)."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so nginx is stopped with us
+    proxy = Nginx(portal, port=port, cache=True)
+    try:
+        proxy.proc.wait()
+    finally:
+        proxy.stop()
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="nginx with forward-auth in front of the portal")
+    parser.add_argument("--portal", required=True, help="host:port of the portal")
+    parser.add_argument("--port", type=int, required=True, help="port nginx listens on")
+    args = parser.parse_args()
+    serve(args.portal, args.port)

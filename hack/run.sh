@@ -50,7 +50,12 @@ cat <<MSG
   API docs: http://$HOST:$PORT/api/v1/docs/   Logs: $LOGS/   Stop: Ctrl-C, then 'make stop'
 
 MSG
-.venv/bin/gunicorn portal.wsgi:application --bind "$HOST:$PORT" --workers 2 --threads 4 \
+# nginx in front, configured as ingress-nginx renders external auth: / goes to the portal,
+# /jobs/... through forward-auth to the job (here nginx's stand-in app, as no pods run).
+WEB_PORT=$((PORT + 1))
+.venv/bin/gunicorn portal.wsgi:application --bind "127.0.0.1:$WEB_PORT" --workers 2 --threads 4 \
   --access-logfile "$LOGS/access.log" --error-logfile "$LOGS/web.log" &
+pids+=($!)
+$PY hack/nginx_harness.py --portal "127.0.0.1:$WEB_PORT" --port "$PORT" >"$LOGS/nginx.log" 2>&1 &
 pids+=($!)
 wait -n "${pids[@]}"

@@ -6,6 +6,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from k8s_adapters.routing import build_service
 from k8s_adapters.volcano import build_job
 from tenants.access import get_tenant_for_user
 from tenants.choices import Role
@@ -41,6 +42,16 @@ def spec_errors(form, exc):
             for message in error.messages:
                 plain = field in FORM_FIELDS.values() or path == "__all__"
                 form.add_error(field, message if plain else f"{path}: {message}")
+
+
+def job_manifests(job):
+    """Everything the job owns in the cluster, as the reconciler would apply it."""
+    live = endpoints.specs(job)
+    return [
+        *build_job(job.job_spec()),
+        *(build_service(e) for e in live),
+        *endpoints.route_objects(job, live),
+    ]
 
 
 def manifests_yaml(objects):
@@ -134,7 +145,7 @@ def job_detail(request, slug, name):
             "job": job,
             "tenant": job.tenant,
             "status": job_status(job),
-            "manifests": manifests_yaml(build_job(job.job_spec())),
+            "manifests": manifests_yaml(job_manifests(job)),
         },
     )
 
