@@ -11,7 +11,7 @@ from tenants.models import Tenant
 
 from . import services
 from .conflicts import find, utilization
-from .models import IPPool, IPReservation
+from .models import POOL_FIELDS, IPPool, IPReservation
 
 
 class PoolSerializer(serializers.ModelSerializer):
@@ -24,17 +24,7 @@ class PoolSerializer(serializers.ModelSerializer):
     class Meta:
         model = IPPool
         fields = [
-            "name",
-            "purpose",
-            "cidr",
-            "range_start",
-            "range_end",
-            "gateway",
-            "exclusions",
-            "vlan",
-            "master",
-            "cni_type",
-            "mtu",
+            *POOL_FIELDS,
             "tenants",
             "usage",
             "conflicts",

@@ -2,7 +2,7 @@ from django import forms
 
 from tenants.models import Tenant
 
-from .models import IPPool
+from .models import POOL_FIELDS, IPPool
 
 
 class PoolForm(forms.ModelForm):
@@ -18,17 +18,7 @@ class PoolForm(forms.ModelForm):
     class Meta:
         model = IPPool
         fields = [
-            "name",
-            "purpose",
-            "cidr",
-            "range_start",
-            "range_end",
-            "gateway",
-            "exclusions",
-            "vlan",
-            "master",
-            "cni_type",
-            "mtu",
+            *POOL_FIELDS,
             "tenants",
         ]
 

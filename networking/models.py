@@ -22,6 +22,22 @@ def validate_ifname(value):
         )
 
 
+# The fields an admin sets on a pool (forms, API and audit snapshots use the same list).
+POOL_FIELDS = [
+    "name",
+    "purpose",
+    "cidr",
+    "range_start",
+    "range_end",
+    "gateway",
+    "exclusions",
+    "vlan",
+    "master",
+    "cni_type",
+    "mtu",
+]
+
+
 class IPPoolQuerySet(models.QuerySet):
     def for_tenant(self, tenant):
         return self.filter(tenants=tenant)

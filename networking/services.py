@@ -8,21 +8,7 @@ from tenants.services import record
 
 from . import ipmath
 from .allocation import first_free
-from .models import IPPool, IPReservation
-
-POOL_FIELDS = [
-    "name",
-    "purpose",
-    "cidr",
-    "range_start",
-    "range_end",
-    "gateway",
-    "exclusions",
-    "vlan",
-    "master",
-    "cni_type",
-    "mtu",
-]
+from .models import POOL_FIELDS, IPPool, IPReservation
 
 
 def snapshot(pool):
