@@ -11,7 +11,7 @@ from portal.reconcile import enqueue
 from tenants.models import Tenant
 
 from .choices import JobState
-from .models import Job
+from .models import DataVolume, Job
 
 
 def admit_locked(tenant):
@@ -20,18 +20,25 @@ def admit_locked(tenant):
     totals = holding.aggregate(gpus=Sum("gpus"), jobs=Count("id"))
     used, running = totals["gpus"] or 0, totals["jobs"]
     per_owner = dict(holding.values("owner").annotate(g=Sum("gpus")).values_list("owner", "g"))
+    storage, pvcs = storage_in_use(tenant)
     admitted = []
     queued = Job.objects.filter(
         tenant=tenant, state=JobState.QUEUED, cancel_requested=False, delete_requested=False
     ).order_by("queued_at", "id")
     for job in queued:
-        if running >= tenant.max_running_jobs or used + job.gpus > tenant.gpu_quota:
+        if (
+            running >= tenant.max_running_jobs
+            or used + job.gpus > tenant.gpu_quota
+            or storage + job.storage_gib > tenant.storage_quota_gib
+            or pvcs + 1 > tenant.pvc_quota
+        ):
             break  # strict order: nobody overtakes the head of the tenant's queue
         cap = tenant.member_gpu_cap
         if cap is not None and per_owner.get(job.owner_id, 0) + job.gpus > cap:
             continue  # this member is at their cap; teammates' jobs may still go
         admitted.append(job.pk)
         used, running = used + job.gpus, running + 1
+        storage, pvcs = storage + job.storage_gib, pvcs + 1
         per_owner[job.owner_id] = per_owner.get(job.owner_id, 0) + job.gpus
     if admitted:
         Job.objects.filter(pk__in=admitted).update(
@@ -48,6 +55,18 @@ def admit_locked(tenant):
 def admit(tenant_id):
     tenant = Tenant.objects.select_for_update().get(pk=tenant_id)
     return admit_locked(tenant)
+
+
+def storage_in_use(tenant):
+    """(GiB, PVCs) the tenant's volumes take: the workspaces of submitted jobs not yet deleted,
+    and its data volumes, as the ResourceQuota will count them."""
+    workspaces = Job.objects.filter(tenant=tenant, submitted_at__isnull=False).aggregate(
+        gib=Sum("storage_gib"), n=Count("id")
+    )
+    data = DataVolume.objects.filter(tenant=tenant, delete_requested=False).aggregate(
+        gib=Sum("size_gib"), n=Count("id")
+    )
+    return ((workspaces["gib"] or 0) + (data["gib"] or 0), workspaces["n"] + data["n"])
 
 
 def queue_position(job):

@@ -90,6 +90,18 @@ def _check_quota(tenant, owner, spec):
                 ]
             }
         )
+    if spec.workspace_gib > tenant.storage_quota_gib:
+        raise ValidationError(
+            {
+                "volumes.workspace_gib": [
+                    ValidationError(
+                        f"The workspace disk ({spec.workspace_gib} GiB) is larger than the "
+                        f"tenant's whole storage quota ({tenant.storage_quota_gib} GiB).",
+                        code="over_quota",
+                    )
+                ]
+            }
+        )
     cap = tenant.member_gpu_cap
     if cap is not None and spec.total_gpus > cap:
         raise ValidationError(
@@ -184,6 +196,7 @@ def launch_job(
                 template_version=template_version,
                 spec=asdict(spec),
                 gpus=spec.total_gpus,
+                storage_gib=spec.workspace_gib,
                 data_volume=data_volume,
                 networks=networks,
                 state=JobState.QUEUED,

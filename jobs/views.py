@@ -14,7 +14,7 @@ from tenants.views import apply_errors
 
 from . import endpoints, services
 from .access import get_job_for_user
-from .admission import free_gpus, queue_position
+from .admission import free_gpus, queue_position, storage_in_use
 from .choices import JobState
 from .forms import DataVolumeForm, LaunchForm
 from .models import DataVolume, Job, JobTemplate, JobTemplateVersion
@@ -151,9 +151,11 @@ def job_detail(request, slug, name):
 
 
 def job_status(job):
+    storage, _ = storage_in_use(job.tenant)
     return {
         "position": queue_position(job),
         "free_gpus": free_gpus(job.tenant),
+        "free_storage": max(job.tenant.storage_quota_gib - storage, 0),
         "events": job.events.all()[:20],
     }
 

@@ -35,6 +35,7 @@ class Job(models.Model):
     spec = models.JSONField(help_text="The final resolved spec: relaunching it recreates the job.")
     # The GPUs the spec asks for, kept beside it so admission can sum them in one query.
     gpus = models.PositiveIntegerField()
+    storage_gib = models.PositiveIntegerField(default=0, help_text="Its workspace disk's size.")
     networks = models.JSONField(
         default=list, blank=True, help_text="Requested secondary networks: [{pool, static_ip}]."
     )

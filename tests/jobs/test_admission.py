@@ -130,3 +130,55 @@ def test_parallel_launches_never_put_more_gpus_in_the_cluster_than_the_quota(
         .get()
     )
     assert admitted.queued_at <= head.queued_at
+
+
+@pytest.mark.django_db
+def test_jobs_wait_for_storage_quota_instead_of_failing_in_the_cluster(
+    cluster, team, templates, django_capture_on_commit_callbacks
+):
+    """Workspaces count against requests.storage as the ResourceQuota will: a job that would
+    exceed it waits queued and starts once a finished job is deleted."""
+    from tenants import services as tenant_services
+
+    with django_capture_on_commit_callbacks(execute=True):
+        tenant_services.update_tenant(team["tenant"], actor=team["admin"], storage_quota_gib=100)
+    single = templates["single-gpu"]
+
+    def launch_disk(name):
+        job, _ = services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=single,
+            overrides={"gpus": 1, "workspace_gib": 40},
+            name=name,
+        )
+        return job
+
+    with django_capture_on_commit_callbacks(execute=True):
+        first, second, third = (launch_disk(f"disk-{i}") for i in range(3))
+    assert states(first, second, third) == ["pending", "pending", "queued"]
+    assert Job.objects.get(pk=third.pk).message == ""
+    assert Job.objects.filter(state=JobState.ERROR).count() == 0
+
+    set_phase(cluster, first, "Completed", succeeded=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        reconcile_job(first.pk)
+    assert states(third) == ["queued"]  # a finished job's workspace still holds its storage
+    with django_capture_on_commit_callbacks(execute=True):
+        services.delete_job(Job.objects.get(pk=first.pk), actor=team["bob"])
+    assert states(third) == ["pending"]
+
+    with pytest.raises(services.ValidationError) as caught:
+        services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=single,
+            overrides={"workspace_gib": 200},
+            name="too-big",
+        )
+    assert (
+        "larger than the tenant's whole storage quota (100 GiB)"
+        in caught.value.message_dict["volumes.workspace_gib"][0]
+    )
