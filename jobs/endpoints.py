@@ -104,12 +104,14 @@ def _reconcile(job):
 @transaction.atomic
 def extend(endpoint, *, hours, actor):
     """Move expiry to `hours` from now, within the tenant's maximum; the owner or a tenant
-    admin may."""
+    admin (platform admins count as one) may."""
     endpoint = (
         Endpoint.objects.select_for_update().select_related("job__tenant").get(pk=endpoint.pk)
     )
     job, tenant = endpoint.job, endpoint.job.tenant
-    if not (job.owner_id == actor.pk or has_role(tenant.role_of(actor), Role.ADMIN)):
+    if not (
+        job.owner_id == actor.pk or has_role(tenant.role_of(actor), Role.ADMIN) or actor.is_staff
+    ):
         raise PermissionDenied("Only the job's owner or a tenant admin can extend it.")
     if not 1 <= hours <= tenant.endpoint_max_hours:
         raise ValidationError(
@@ -149,3 +151,32 @@ def reclaim_expired(now=None):
     for job_id in jobs:
         enqueue(reconcile_job, job_id)
     return len(jobs)
+
+
+def reclaim_now(endpoint, *, actor):
+    """End an endpoint at once (platform admins, from the expiry board)."""
+    now = timezone.now()
+    Endpoint.objects.filter(pk=endpoint.pk).update(expires_at=now, reclaimed_at=now)
+    record(
+        actor,
+        "endpoint.reclaim",
+        endpoint,
+        tenant=endpoint.job.tenant,
+        before={"expires_at": endpoint.expires_at.isoformat()},
+        after={"expires_at": now.isoformat()},
+    )
+    _reconcile(endpoint.job)
+
+
+def expiry_board(now=None):
+    """(expiring within 24 h, expired but not yet reclaimed), soonest first."""
+    now = now or timezone.now()
+    live = (
+        Endpoint.objects.filter(reclaimed_at__isnull=True)
+        .select_related("job__tenant", "job__owner")
+        .order_by("expires_at")
+    )
+    return (
+        list(live.filter(expires_at__gt=now, expires_at__lte=now + timedelta(hours=24))),
+        list(live.filter(expires_at__lte=now)),
+    )

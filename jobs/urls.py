@@ -5,6 +5,7 @@ from . import template_views, views
 app_name = "jobs"
 urlpatterns = [
     path("templates/", template_views.template_list, name="templates"),
+    path("console/endpoints/", views.expiry_board, name="expiry"),
     path("templates/new/", template_views.template_edit, name="template-new"),
     path("templates/<int:template_id>/", template_views.template_edit, name="template"),
     path("tenants/<slug:slug>/jobs/", views.job_list, name="list"),

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_POST
 
 from k8s_adapters.routing import build_service
 from k8s_adapters.volcano import build_job
-from tenants.access import get_tenant_for_user
+from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.choices import Role
 from tenants.views import apply_errors
 
@@ -17,7 +17,7 @@ from .access import get_job_for_user
 from .admission import free_gpus, queue_position, storage_in_use
 from .choices import JobState
 from .forms import DataVolumeForm, LaunchForm
-from .models import DataVolume, Job, JobTemplate, JobTemplateVersion
+from .models import DataVolume, Endpoint, Job, JobTemplate, JobTemplateVersion
 
 FORM_FIELDS = {
     "image": "image",
@@ -254,3 +254,24 @@ def endpoint_extend(request, slug, name, endpoint):
     else:
         messages.success(request, f"{row.name} now expires {row.expires_at:%Y-%m-%d %H:%M} UTC.")
     return redirect(job)
+
+
+@login_required
+def expiry_board(request):
+    require_platform_admin(request.user)
+    if request.method == "POST":
+        row = get_object_or_404(
+            Endpoint.objects.select_related("job__tenant"), pk=request.POST.get("endpoint")
+        )
+        try:
+            if "reclaim" in request.POST:
+                endpoints.reclaim_now(row, actor=request.user)
+                messages.success(request, f"Reclaimed {row}.")
+            else:
+                endpoints.extend(row, hours=int(request.POST.get("hours") or 0), actor=request.user)
+                messages.success(request, f"Extended {row}.")
+        except (ValidationError, ValueError) as exc:
+            messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+        return redirect("jobs:expiry")
+    expiring, expired = endpoints.expiry_board()
+    return render(request, "jobs/expiry_board.html", {"expiring": expiring, "expired": expired})

@@ -274,3 +274,37 @@ def test_a_private_endpoint_lets_only_its_owner_in(
     for who, status in [("bob", 200), ("alice", 403), ("dave", 403)]:
         client.force_login(team[who])
         assert client.get("/auth/endpoint", HTTP_X_ORIGINAL_URL=url).status_code == status, who
+
+
+def test_the_expiry_board_lists_endpoints_and_admins_extend_or_reclaim_them(
+    client, team, notebook, cluster, django_capture_on_commit_callbacks
+):
+    from tenants.models import AuditEvent
+
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    Endpoint.objects.filter(pk=jupyter.pk).update(expires_at=timezone.now() + timedelta(hours=2))
+    Endpoint.objects.filter(job=notebook, name="ssh").update(
+        expires_at=timezone.now() - timedelta(minutes=5)
+    )
+    client.force_login(team["bob"])
+    assert client.get("/console/endpoints/").status_code == 403
+    client.force_login(team["admin"])
+    page = client.get("/console/endpoints/")
+    assert [e.name for e in page.context["expiring"]] == ["jupyter"]
+    assert [e.name for e in page.context["expired"]] == ["ssh"]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post("/console/endpoints/", {"endpoint": jupyter.pk, "reclaim": "1"})
+    jupyter.refresh_from_db()
+    assert jupyter.reclaimed_at is not None
+    assert cluster.get(*INGRESS, "nb-endpoints", team["tenant"].namespace) is None
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post("/console/endpoints/", {"endpoint": jupyter.pk, "hours": "3", "extend": "1"})
+    jupyter.refresh_from_db()
+    assert jupyter.reclaimed_at is None
+    assert cluster.get(*INGRESS, "nb-endpoints", team["tenant"].namespace) is not None
+    assert list(
+        AuditEvent.objects.filter(action__startswith="endpoint.")
+        .values_list("action", "actor_name")
+        .order_by("id")
+    ) == [("endpoint.reclaim", "admin"), ("endpoint.extend", "admin")]
