@@ -39,6 +39,8 @@ $PY -m celery -A portal worker -l info --concurrency 2 >"$LOGS/worker.log" 2>&1 
 pids+=($!)
 $PY -m celery -A portal beat -l info -s .local/celerybeat-schedule >"$LOGS/beat.log" 2>&1 &
 pids+=($!)
+$PY manage.py collect_cluster >"$LOGS/collector.log" 2>&1 &
+pids+=($!)
 
 cat <<MSG
 

@@ -9,7 +9,7 @@ from networking import api as networking_api
 from tenants import api as tenants_api
 from tenants import views as tenants_views
 
-from . import health, profile
+from . import console, health, profile
 
 router = DefaultRouter()
 router.register("tenants", tenants_api.TenantViewSet, basename="tenant")
@@ -40,6 +40,10 @@ urlpatterns = [
     path("", include("jobs.urls")),
     path("", include("networking.urls")),
     path("profile/", profile.profile, name="profile"),
+    path("console/", console.console, name="console"),
+    path("capacity/", console.capacity, name="capacity"),
+    path("api/v1/cluster/", console.ClusterView.as_view(), name="api-cluster"),
+    path("api/v1/cluster/capacity/", console.CapacityView.as_view(), name="api-capacity"),
     path("profile/keys/<int:key_id>/delete/", profile.delete_key, name="profile-key-delete"),
     path(
         "profile/tokens/<int:token_id>/revoke/", profile.revoke_token, name="profile-token-revoke"

@@ -1,0 +1,123 @@
+"""The admin console and the researchers' capacity view, read from the collector's snapshot."""
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs.choices import JobState
+from jobs.models import Job
+from k8s_adapters.inventory import unfittable
+from tenants.access import require_platform_admin
+from tenants.models import Tenant
+
+from . import cluster
+
+SORTS = {
+    "name": lambda n: n["name"],
+    "free": lambda n: -n["free"],
+    "used": lambda n: -n["used"],
+    "product": lambda n: (n["product"], n["name"]),
+}
+
+
+def _empty():
+    return {
+        "nodes": [],
+        "products": {},
+        "totals": {},
+        "tenants": {},
+        "queues": [],
+        "runtime_classes": [],
+        "hypernodes": [],
+        "diagnostics": [],
+        "at": None,
+    }
+
+
+def pending_diagnostics(snapshot):
+    """Pending or queued jobs that no node could ever fit."""
+    found = []
+    jobs = Job.objects.filter(state__in=[JobState.PENDING, JobState.QUEUED]).select_related(
+        "tenant"
+    )
+    for job in jobs:
+        for task in job.spec.get("tasks", []):
+            reason = unfittable(task.get("gpus", 0), task.get("gpu_product", ""), snapshot["nodes"])
+            if task.get("gpus") and reason:
+                found.append(
+                    {
+                        "kind": "unschedulable-job",
+                        "subject": f"job {job}",
+                        "cause": f"Task {task['name']} can never start: {reason}.",
+                        "fix": "Relaunch with fewer GPUs per pod or another GPU product.",
+                    }
+                )
+    return found
+
+
+def tenant_usage(snapshot, tenants):
+    return [
+        {
+            "slug": t.slug,
+            "name": t.display_name,
+            "quota": t.gpu_quota,
+            "used": snapshot["tenants"].get(t.slug, 0) + snapshot["tenants"].get(t.namespace, 0),
+            "guarantee": t.queue_guarantee_gpus,
+        }
+        for t in tenants
+    ]
+
+
+def console_data(params):
+    snapshot = cluster.read() or _empty()
+    nodes = snapshot["nodes"]
+    if params.get("product"):
+        nodes = [n for n in nodes if n["product"] == params["product"]]
+    if params.get("state") == "problem":
+        nodes = [n for n in nodes if not n["ready"] or n["unschedulable"]]
+    nodes = sorted(nodes, key=SORTS.get(params.get("sort", "name"), SORTS["name"]))
+    return {
+        **snapshot,
+        "nodes": nodes,
+        "diagnostics": snapshot["diagnostics"] + pending_diagnostics(snapshot),
+        "tenant_usage": tenant_usage(snapshot, Tenant.objects.active()),
+    }
+
+
+@login_required
+def console(request):
+    require_platform_admin(request.user)
+    return render(
+        request, "portal/console.html", {"data": console_data(request.GET), "params": request.GET}
+    )
+
+
+def capacity_data(user):
+    snapshot = cluster.read() or _empty()
+    return {
+        "at": snapshot["at"],
+        "products": snapshot["products"],
+        "tenants": tenant_usage(snapshot, Tenant.objects.for_user(user).active()),
+    }
+
+
+@login_required
+def capacity(request):
+    return render(request, "portal/capacity.html", {"data": capacity_data(request.user)})
+
+
+class ClusterView(APIView):
+    """GPUs per node and product, per-tenant and per-queue usage, and diagnostics (platform
+    admins)."""
+
+    def get(self, request):
+        require_platform_admin(request.user)
+        return Response(console_data(request.query_params))
+
+
+class CapacityView(APIView):
+    """Free GPUs per product, and your tenants' usage against their quotas."""
+
+    def get(self, request):
+        return Response(capacity_data(request.user))

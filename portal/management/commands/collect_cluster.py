@@ -1,0 +1,69 @@
+"""Watch Nodes, GPU pods, Volcano Queues, HyperNodes and RuntimeClasses like informers, and keep
+the console's snapshot in Redis. Runs as its own service beside the worker."""
+
+import threading
+import time
+
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from k8s_adapters import inventory
+from k8s_adapters.informer import Informer, wait_synced
+from portal import cluster as store
+from portal.k8s import get_cluster
+
+KINDS = [
+    ("v1", "Node", inventory.reduce_node),
+    ("v1", "Pod", inventory.reduce_pod),
+    ("scheduling.volcano.sh/v1beta1", "Queue", inventory.reduce_queue),
+    ("node.k8s.io/v1", "RuntimeClass", inventory.reduce_name),
+    ("topology.volcano.sh/v1alpha1", "HyperNode", inventory.reduce_hypernode),
+]
+
+
+class Command(BaseCommand):
+    help = __doc__
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=0.5,
+            help="at most this often a changed snapshot is written (seconds)",
+        )
+
+    def handle(self, *args, interval, **options):
+        changed = threading.Event()
+        stop = threading.Event()
+        informers = [
+            Informer(get_cluster(), api, kind, reduce=reduce, on_change=changed.set)
+            for api, kind, reduce in KINDS
+        ]
+        for informer in informers:
+            threading.Thread(
+                target=informer.run, args=(stop,), daemon=True, name=informer.kind
+            ).start()
+        started = time.monotonic()
+        wait_synced(informers)
+        self.stdout.write(f"collector synced in {time.monotonic() - started:.1f}s", ending="\n")
+        self.stdout.flush()
+        try:
+            while True:
+                changed.wait()
+                changed.clear()
+                self.publish(informers)
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            stop.set()
+
+    def publish(self, informers):
+        stores = {i.kind: list(i.store.values()) for i in informers}
+        snapshot = inventory.snapshot(
+            stores["Node"],
+            stores["Pod"],
+            stores["Queue"],
+            stores["RuntimeClass"],
+            stores["HyperNode"],
+        )
+        snapshot["at"] = timezone.now().isoformat()
+        store.write(snapshot)

@@ -1,0 +1,244 @@
+"""The cluster console: a real collector process watching the real API server, pages and API
+reading its snapshot."""
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+from rest_framework.test import APIClient
+
+from k8s_adapters.inventory import diagnose, reduce_node, reduce_pod, snapshot
+from k8s_adapters.nodes import SimulatedNode, build_node, build_node_status
+from portal import cluster as store
+from tests.conftest import ROOT, _database_url
+from tests.helpers import wait_for
+from tests.tenants.conftest import make_user
+
+
+def node_obj(name, gpus, product="P", ready=True, present=True, cordoned=False):
+    node = build_node(SimulatedNode(name, gpus, product=product, ready=ready))
+    node["status"] = build_node_status(SimulatedNode(name, gpus, product=product, ready=ready))[
+        "status"
+    ]
+    node["metadata"]["labels"]["nvidia.com/gpu.present"] = "true" if present else "false"
+    node["spec"]["unschedulable"] = cordoned
+    return node
+
+
+def pod_obj(name, node, gpus, phase="Running", tenant="vision", job="train"):
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": f"tenant-{tenant}",
+            "labels": {"volcano.sh/job-name": job, "gpu-portal.io/tenant": tenant},
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+def test_the_snapshot_counts_gpus_per_node_product_and_tenant():
+    nodes = [reduce_node(node_obj("a", 8, "H100")), reduce_node(node_obj("b", 4, "A100"))]
+    pods = [
+        reduce_pod(p)
+        for p in [
+            pod_obj("p1", "a", 2),
+            pod_obj("p2", "a", 3, job="eval"),
+            pod_obj("p3", "b", 4, tenant="nlp"),
+            pod_obj("done", "a", 3, phase="Succeeded"),
+            pod_obj("unbound", "", 1),
+        ]
+    ]
+    snap = snapshot(nodes, pods, [], [{"name": "nvidia"}], [])
+    rows = {n["name"]: (n["capacity"], n["used"], n["free"]) for n in snap["nodes"]}
+    assert rows == {"a": (8, 5, 3), "b": (4, 4, 0)}
+    assert snap["nodes"][0]["jobs"] == [
+        {"tenant": "vision", "job": "eval", "gpus": 3},
+        {"tenant": "vision", "job": "train", "gpus": 2},
+    ]
+    assert snap["products"]["H100"] == {
+        "nodes": 1,
+        "capacity": 8,
+        "allocatable": 8,
+        "used": 5,
+        "free": 3,
+    }
+    assert snap["totals"]["free"] == 3
+    assert snap["tenants"] == {"vision": 5, "nlp": 4}
+    assert snap["diagnostics"] == []
+
+
+def test_broken_nodes_and_settings_produce_their_diagnostics():
+    broken = node_obj("no-plugin", 0)
+    rows = snapshot(
+        [
+            reduce_node(broken),
+            reduce_node(node_obj("down", 8, ready=False)),
+            reduce_node(node_obj("cordoned", 8, cordoned=True)),
+        ],
+        [reduce_pod(pod_obj("p", "down", 2)), reduce_pod(pod_obj("q", "cordoned", 1))],
+        [{"name": "q", "guarantee": 40}],
+        [],
+        [],
+    )["diagnostics"]
+    assert [(d["kind"], d["subject"]) for d in rows] == [
+        ("runtimeclass-missing", "RuntimeClass nvidia"),
+        ("unhealthy-node-in-use", "node cordoned"),
+        ("unhealthy-node-in-use", "node down"),
+        ("device-plugin", "node no-plugin"),
+        ("over-guaranteed", "queues"),
+    ]
+    assert "runtimeClassName: nvidia" in rows[3]["fix"]
+    assert diagnose([], [], [], {"allocatable": 0}) == []
+
+
+@pytest.fixture
+def collector(cluster, settings, tmp_path):
+    log = (tmp_path / "collector.log").open("w")
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "KUBECONFIG": settings.KUBECONFIG,
+        "DEBUG": "true",
+    }
+    store._redis().delete(store.KEY)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "collect_cluster", "--interval", "0.2"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    wait_for(store.read, message="the collector's first snapshot")
+    yield proc
+    proc.send_signal(signal.SIGINT)
+    proc.kill()
+    proc.wait(10)
+
+
+@pytest.fixture
+def gpu_nodes(cluster):
+    product = f"TEST-GPU-{uuid.uuid4().hex[:6].upper()}"
+    made = []
+
+    def make(name, gpus, ready=True, present=True):
+        node = SimulatedNode(f"{name}-{product.lower()}", gpus, product=product, ready=ready)
+        manifest = build_node(node)
+        manifest["metadata"]["labels"]["nvidia.com/gpu.present"] = str(present).lower()
+        cluster.apply_one(manifest)
+        cluster.apply_status(build_node_status(node))
+        made.append(node.name)
+        return node.name
+
+    yield product, make
+    for name in made:
+        cluster.delete("v1", "Node", name)
+
+
+def bind(cluster, namespace, name, node, gpus):
+    cluster.apply_one(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"volcano.sh/job-name": "train"},
+            },
+            "spec": {
+                "nodeName": node,
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "busybox:1.36",
+                        "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                    }
+                ],
+            },
+        }
+    )
+
+
+@pytest.mark.django_db
+def test_the_console_shows_exact_gpu_numbers_and_diagnostics_from_the_cluster(
+    collector, gpu_nodes, cluster, namespace
+):
+    product, make = gpu_nodes
+    big, small = make("big", 8), make("small", 4)
+    broken, down = make("broken", 0), make("down", 8, ready=False)
+    bind(cluster, namespace, "p1", big, 3)
+    bind(cluster, namespace, "p2", big, 2)
+    bind(cluster, namespace, "p3", down, 1)
+
+    def ours():
+        snap = store.read()
+        return snap if snap["products"].get(product, {}).get("used") == 6 else None
+
+    wait_for(ours, timeout=10, message="the collector to see the pods")
+    admin = make_user("admin", staff=True)
+    api = APIClient()
+    api.force_login(admin)
+    data = api.get("/api/v1/cluster/", {"product": product, "sort": "free"}).json()
+    assert [(n["name"], n["allocatable"], n["used"], n["free"]) for n in data["nodes"]] == [
+        (down, 8, 1, 7),
+        (small, 4, 0, 4),
+        (big, 8, 5, 3),
+        (broken, 0, 0, 0),
+    ]
+    assert data["products"][product] == {
+        "nodes": 4,
+        "capacity": 20,
+        "allocatable": 20,
+        "used": 6,
+        "free": 14,
+    }
+    subjects = {(d["kind"], d["subject"]) for d in data["diagnostics"]}
+    assert ("device-plugin", f"node {broken}") in subjects
+    assert ("unhealthy-node-in-use", f"node {down}") in subjects
+    assert not {s for s in subjects if big in s[1] or small in s[1]}
+
+    page = api.get("/console/", {"product": product}).content.decode()
+    assert f'data-testid="node-{big}"' in page
+    assert f"{namespace}/train" in page
+    researcher = APIClient()
+    researcher.force_login(make_user("bob"))
+    assert researcher.get("/api/v1/cluster/").status_code == 403
+    assert researcher.get("/api/v1/cluster/capacity/").json()["products"][product]["free"] == 14
+
+
+@pytest.mark.django_db
+def test_the_collector_recovers_from_an_api_server_restart(collector, gpu_nodes, cluster):
+    product, make = gpu_nodes
+    make("before", 8)
+    wait_for(lambda: product in store.read()["products"], message="the first node")
+    state = ROOT / ".local" / "controlplane"
+    if not (state / "kube-apiserver.pid").exists():
+        pytest.fail("this test restarts the local API server; KUBECONFIG points elsewhere")
+    pid = int((state / "kube-apiserver.pid").read_text())
+    os.kill(pid, signal.SIGKILL)  # a crash: no graceful goodbye to the watches
+
+    def gone():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_for(gone, timeout=30, message="the API server to stop")
+    subprocess.run(
+        ["bash", str(ROOT / "hack" / "controlplane.sh"), "start"], check=True, capture_output=True
+    )
+    after = make("after", 4)
+    wait_for(
+        lambda: any(n["name"] == after for n in store.read()["nodes"]),
+        timeout=30,
+        message="the collector to see a node created after the restart",
+    )
+    assert collector.poll() is None
