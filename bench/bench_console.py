@@ -139,7 +139,7 @@ def main():
         admin, _ = get_user_model().objects.get_or_create(
             username="bench-admin", defaults={"is_staff": True}
         )
-        client = Client()
+        client = Client(HTTP_HOST="localhost")
         client.force_login(admin)
         client.get("/console/")
         times = []

@@ -1,6 +1,7 @@
 """The admin console and the researchers' capacity view, read from the collector's snapshot."""
 
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.shortcuts import render
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -13,6 +14,7 @@ from tenants.models import Tenant
 
 from . import cluster
 
+NODES_PER_PAGE = 200
 SORTS = {
     "name": lambda n: n["name"],
     "free": lambda n: -n["free"],
@@ -88,8 +90,14 @@ def console_data(params):
 @login_required
 def console(request):
     require_platform_admin(request.user)
+    data = console_data(request.GET)
+    page = Paginator(data["nodes"], NODES_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(
-        request, "portal/console.html", {"data": console_data(request.GET), "params": request.GET}
+        request,
+        "portal/console.html",
+        {"data": data, "page": page, "params": request.GET, "query": query.urlencode()},
     )
 
 
