@@ -81,6 +81,7 @@ def populate():
 
 def cleanup():
     cluster = get_cluster()
+    cluster.force_delete_pods(NAMESPACE)
     cluster.delete("v1", "Namespace", NAMESPACE)
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda i: cluster.delete("v1", "Node", node_name(i)), range(NODES)))

@@ -162,6 +162,18 @@ class Cluster:
             raise
         return True
 
+    def force_delete_pods(self, namespace):
+        """Delete every pod in the namespace at once (grace period 0). Without a kubelet to
+        confirm, a bound pod's graceful deletion never ends, and neither would the namespace's."""
+        resource = self.resource("v1", "Pod")
+        with translating():
+            self.dynamic.request(
+                "delete",
+                resource.path(namespace=namespace),
+                body={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+                _request_timeout=300,
+            )
+
     def prune(
         self,
         *,

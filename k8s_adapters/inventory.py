@@ -137,7 +137,7 @@ def snapshot(nodes, pods, queues, runtime_classes, hypernodes):
         "tenants": by_tenant,
         "queues": sorted(queues, key=lambda q: q["name"]),
         "runtime_classes": sorted(r["name"] for r in runtime_classes),
-        "hypernodes": sorted(hypernodes, key=lambda h: (h["tier"], h["name"])),
+        "hypernodes": topology(hypernodes, rows),
         "diagnostics": diagnose(rows, queues, runtime_classes, totals),
     }
 
@@ -205,3 +205,40 @@ def unfittable(task_gpus, task_product, nodes):
     if task_gpus > largest:
         return f"it asks for {task_gpus} GPUs per pod but no node has more than {largest}"
     return ""
+
+
+def topology(hypernodes, rows):
+    """Each HyperNode with the nodes under it (through nested HyperNodes), their free GPUs and
+    how many are entirely free, so admins see whether an N-node job fits inside one tier."""
+    import re
+
+    by_name = {h["name"]: h for h in hypernodes}
+    node_names = [r["name"] for r in rows]
+    free = {r["name"]: r["free"] for r in rows}
+    idle = {r["name"] for r in rows if r["allocatable"] and not r["used"]}
+
+    def members(name, seen=()):
+        found = set()
+        for member in by_name.get(name, {}).get("members", []):
+            if member["type"] == "HyperNode" and member["name"] not in seen:
+                found |= members(member["name"], (*seen, name))
+            elif member["name"]:
+                found |= {member["name"]} & set(node_names)
+            elif member["pattern"]:
+                found |= {n for n in node_names if re.fullmatch(member["pattern"], n)}
+        return found
+
+    tree = []
+    for hypernode in sorted(hypernodes, key=lambda h: (-h["tier"], h["name"])):
+        nodes = members(hypernode["name"])
+        tree.append(
+            {
+                "name": hypernode["name"],
+                "tier": hypernode["tier"],
+                "nodes": len(nodes),
+                "free": sum(free[n] for n in nodes),
+                "idle_nodes": len(nodes & idle),
+                "children": [m["name"] for m in hypernode["members"] if m["type"] == "HyperNode"],
+            }
+        )
+    return tree

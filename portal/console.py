@@ -97,7 +97,13 @@ def console(request):
     return render(
         request,
         "portal/console.html",
-        {"data": data, "page": page, "params": request.GET, "query": query.urlencode()},
+        {
+            "data": data,
+            "page": page,
+            "params": request.GET,
+            "query": query.urlencode(),
+            "chart": cluster.chart(cluster.history()),
+        },
     )
 
 

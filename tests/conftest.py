@@ -56,6 +56,7 @@ def namespace(cluster):
         }
     )
     yield name
+    cluster.force_delete_pods(name)
     cluster.delete("v1", "Namespace", name)
 
 

@@ -108,9 +108,17 @@ def collector(cluster, settings, tmp_path):
         "KUBECONFIG": settings.KUBECONFIG,
         "DEBUG": "true",
     }
-    store._redis().delete(store.KEY)
+    store._redis().delete(store.KEY, store.HISTORY_KEY)
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "collect_cluster", "--interval", "0.2"],
+        [
+            sys.executable,
+            "manage.py",
+            "collect_cluster",
+            "--interval",
+            "0.2",
+            "--history-interval",
+            "1",
+        ],
         cwd=ROOT,
         env=env,
         stdout=log,
@@ -204,7 +212,9 @@ def test_the_console_shows_exact_gpu_numbers_and_diagnostics_from_the_cluster(
     assert ("unhealthy-node-in-use", f"node {down}") in subjects
     assert not {s for s in subjects if big in s[1] or small in s[1]}
 
+    wait_for(lambda: len(store.history()) >= 2, message="two history samples")
     page = api.get("/console/", {"product": product}).content.decode()
+    assert 'data-testid="history"' in page
     assert f'data-testid="node-{big}"' in page
     assert f"{namespace}/train" in page
     researcher = APIClient()
@@ -242,3 +252,51 @@ def test_the_collector_recovers_from_an_api_server_restart(collector, gpu_nodes,
         message="the collector to see a node created after the restart",
     )
     assert collector.poll() is None
+
+
+def test_the_topology_shows_free_gpus_and_idle_nodes_per_hypernode():
+    rows = snapshot(
+        [reduce_node(node_obj(f"n{i}", 8)) for i in range(4)],
+        [reduce_pod(pod_obj("p", "n0", 8)), reduce_pod(pod_obj("q", "n2", 2))],
+        [],
+        [{"name": "nvidia"}],
+        [
+            {
+                "name": "rack-a",
+                "tier": 1,
+                "members": [
+                    {"type": "Node", "name": "n0", "pattern": ""},
+                    {"type": "Node", "name": "n1", "pattern": ""},
+                ],
+            },
+            {
+                "name": "rack-b",
+                "tier": 1,
+                "members": [{"type": "Node", "name": "", "pattern": "n[23]"}],
+            },
+            {
+                "name": "spine",
+                "tier": 2,
+                "members": [
+                    {"type": "HyperNode", "name": "rack-a", "pattern": ""},
+                    {"type": "HyperNode", "name": "rack-b", "pattern": ""},
+                ],
+            },
+        ],
+    )["hypernodes"]
+    assert [(h["name"], h["nodes"], h["free"], h["idle_nodes"]) for h in rows] == [
+        ("spine", 4, 22, 2),
+        ("rack-a", 2, 8, 1),
+        ("rack-b", 2, 14, 1),
+    ]
+
+
+def test_the_history_chart_plots_samples_oldest_first():
+    samples = [
+        {"at": f"2026-12-0{d}T00:00", "total": {"allocatable": 16, "used": used}, "products": {}}
+        for d, used in [(1, 0), (2, 8), (3, 16)]
+    ]
+    chart = store.chart(samples, width=200, height=100)
+    assert chart["used"] == "0.0,100.0 100.0,50.0 200.0,0.0"
+    assert chart["allocatable"] == "0.0,0.0 100.0,0.0 200.0,0.0"
+    assert store.chart(samples[:1]) is None

@@ -31,8 +31,14 @@ class Command(BaseCommand):
             default=0.5,
             help="at most this often a changed snapshot is written (seconds)",
         )
+        parser.add_argument(
+            "--history-interval",
+            type=float,
+            default=300,
+            help="seconds between history samples (7 days are kept)",
+        )
 
-    def handle(self, *args, interval, **options):
+    def handle(self, *args, interval, history_interval, **options):
         changed = threading.Event()
         stop = threading.Event()
         informers = [
@@ -47,11 +53,15 @@ class Command(BaseCommand):
         wait_synced(informers)
         self.stdout.write(f"collector synced in {time.monotonic() - started:.1f}s", ending="\n")
         self.stdout.flush()
+        sampled = 0.0
         try:
             while True:
-                changed.wait()
+                changed.wait(timeout=history_interval)
                 changed.clear()
-                self.publish(informers)
+                snapshot = self.publish(informers)
+                if time.monotonic() - sampled >= history_interval:
+                    store.append_sample(snapshot)
+                    sampled = time.monotonic()
                 time.sleep(interval)
         except KeyboardInterrupt:
             stop.set()
@@ -67,3 +77,4 @@ class Command(BaseCommand):
         )
         snapshot["at"] = timezone.now().isoformat()
         store.write(snapshot)
+        return snapshot
