@@ -1,3 +1,4 @@
+from django.db.models import F, Q
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, status, viewsets
@@ -98,10 +99,13 @@ class JobViewSet(
         return Response(body, status=status.HTTP_201_CREATED)
 
     def _version(self, data):
-        templates = JobTemplate.objects.filter(name=data["template"]).filter(
-            tenant__in=[self.tenant]
-        ) or JobTemplate.objects.filter(name=data["template"], tenant__isnull=True)
-        template = templates.first()
+        # The tenant's own template of that name wins over a global one.
+        template = (
+            JobTemplate.objects.filter(name=data["template"])
+            .filter(Q(tenant=self.tenant) | Q(tenant__isnull=True))
+            .order_by(F("tenant").asc(nulls_last=True))
+            .first()
+        )
         if template is None:
             raise services.ValidationError({"template": f"No template named '{data['template']}'."})
         if data.get("version"):
