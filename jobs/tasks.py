@@ -116,14 +116,15 @@ def _ensure_endpoints(cluster, job, active=True):
     live = endpoints.specs(job) if active else []
     desired = [build_service(e) for e in live] + endpoints.route_objects(job, live)
     applied = cluster.apply(desired)
-    labels = portal_labels(tenant=job.tenant.slug, job=job.name, component="endpoint")
-    labels.pop("gpu-portal.io/owner", None)
-    cluster.prune(
-        labels=labels,
-        keep={ObjectRef.of(m) for m in desired},
-        kinds=(("v1", "Service"), *ROUTE_KINDS),
-        namespace=job.tenant.namespace,
-    )
+    if len(live) < len(rows):  # only then can something be left over: spare the resync LISTs
+        labels = portal_labels(tenant=job.tenant.slug, job=job.name, component="endpoint")
+        labels.pop("gpu-portal.io/owner", None)
+        cluster.prune(
+            labels=labels,
+            keep={ObjectRef.of(m) for m in desired},
+            kinds=(("v1", "Service"), *ROUTE_KINDS),
+            namespace=job.tenant.namespace,
+        )
     by_name = {obj["metadata"]["name"]: obj for obj in applied if obj["kind"] == "Service"}
     for row in rows:
         service = by_name.get(f"{job.name}-{row.name}"[:63])
