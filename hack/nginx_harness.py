@@ -43,14 +43,15 @@ class Nginx:
         self.proc = subprocess.Popen(
             [binary, "-c", str(self.prefix / "nginx.conf"), "-p", str(self.prefix)], env=os.environ
         )
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # generous: the machine may be busy
         while True:
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 break
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((self.prefix / "error.log").read_text()) from None
+                    log = self.stop()  # never leave a half-started nginx behind
+                    raise RuntimeError(log or "nginx did not start") from None
                 time.sleep(0.05)
 
     @property
@@ -58,9 +59,18 @@ class Nginx:
         return f"http://127.0.0.1:{self.port}"
 
     def stop(self):
-        self.proc.terminate()
-        self.proc.wait(10)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        text = (
+            (self.prefix / "error.log").read_text() if (self.prefix / "error.log").exists() else ""
+        )
         shutil.rmtree(self.prefix, ignore_errors=True)
+        return text
 
 
 def serve(portal, port):

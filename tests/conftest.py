@@ -2,10 +2,10 @@
 kube-apiserver (started once per session if it is not running) and, where a test asks for one, a
 real Celery worker process."""
 
+import contextlib
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -14,6 +14,7 @@ import redis as redis_lib
 from django.conf import settings
 
 from portal.celery import app as celery_app
+from tests import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +35,7 @@ def _fast_password_hashing(settings):
 
 @pytest.fixture(scope="session")
 def cluster():
-    from portal.k8s import get_cluster
+    from core.cluster import get_cluster
 
     if not Path(settings.KUBECONFIG or "/nonexistent").exists() or not get_cluster().ready():
         subprocess.run(["bash", str(ROOT / "hack" / "controlplane.sh"), "start"], check=True)
@@ -82,9 +83,8 @@ def start_worker(log_path, *, beat=False, **env_overrides):
         "RECONCILE_DEDUP_SECONDS": str(settings.RECONCILE_DEDUP_SECONDS),
         **env_overrides,
     }
-    handle = log_path.open("w")
     extra = ["-B", "-s", str(log_path.with_suffix(".schedule"))] if beat else []
-    proc = subprocess.Popen(
+    proc = processes.start(
         [
             sys.executable,
             "-m",
@@ -101,17 +101,27 @@ def start_worker(log_path, *, beat=False, **env_overrides):
             "info",
             *extra,
         ],
-        cwd=ROOT,
+        log=log_path,
         env=env,
-        stdout=handle,
-        stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 30
-    while "ready." not in log_path.read_text():
-        assert proc.poll() is None, f"the worker exited:\n{log_path.read_text()}"
-        assert time.monotonic() < deadline, f"the worker did not start:\n{log_path.read_text()}"
-        time.sleep(0.2)
+    try:
+        processes.wait_ready(
+            proc, lambda: "ready." in log_path.read_text(), what="the worker", log=log_path
+        )
+    except BaseException:
+        processes.stop(proc)
+        raise
     return proc
+
+
+@contextlib.contextmanager
+def worker_process(log_path, *, beat=False, **env_overrides):
+    """A real worker for the block, stopped afterwards whatever happened."""
+    proc = start_worker(log_path, beat=beat, **env_overrides)
+    try:
+        yield proc
+    finally:
+        processes.stop(proc)
 
 
 class SessionWorker:
@@ -127,9 +137,7 @@ class SessionWorker:
         return self.proc
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
+        processes.stop(self.proc)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
 import pytest
 
 from k8s_adapters.volcano import VCJOB_API
-from tests.conftest import sign_in, start_worker
+from tests.conftest import sign_in, worker_process
 from tests.jobs.conftest import set_phase
 
 pytestmark = pytest.mark.browser
@@ -12,8 +12,7 @@ pytestmark = pytest.mark.browser
 def test_a_researcher_launches_ddp_and_sees_it_running(
     page, live_server, worker, cluster, team, templates, tmp_path
 ):
-    syncer = start_worker(tmp_path / "beat.log", beat=True, JOB_SYNC_INTERVAL="2")
-    try:
+    with worker_process(tmp_path / "beat.log", beat=True, JOB_SYNC_INTERVAL="2"):
         slug, namespace = team["tenant"].slug, team["tenant"].namespace
         sign_in(page, live_server.url, "bob", "pw-bob")
         page.goto(f"{live_server.url}/tenants/{slug}/jobs/launch/")
@@ -49,17 +48,11 @@ def test_a_researcher_launches_ddp_and_sees_it_running(
         page.wait_for_selector("[data-testid=state]:has-text('Running')", timeout=12_000)
         assert "3 running" in page.locator("#job-status").inner_text()
         page.screenshot(path=tmp_path / "job.png", full_page=True)
-    finally:
-        syncer.terminate()
-        syncer.wait(10)
 
 
 def test_the_launch_form_shows_field_errors(page, live_server, team, templates, transactional_db):
     sign_in(page, live_server.url, "bob", "pw-bob")
-    page.goto(
-        f"{live_server.url}/tenants/{team['tenant'].slug}/jobs/launch/"
-        f"?template={templates['pytorch-ddp'].pk}"
-    )
+    page.goto(f"{live_server.url}/tenants/{team['tenant'].slug}/jobs/launch/?template=pytorch-ddp")
     page.fill("#id_name", "Bad Name")
     page.fill("#id_image", "not an image")
     page.click("button[name=launch]")

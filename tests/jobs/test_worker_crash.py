@@ -12,7 +12,7 @@ from jobs.tasks import resync_jobs
 from k8s_adapters.labels import JOB
 from k8s_adapters.volcano import VCJOB_API
 from tenants.models import Tenant
-from tests.conftest import start_worker
+from tests.conftest import worker_process
 from tests.helpers import wait_for
 
 
@@ -24,28 +24,28 @@ def test_a_killed_worker_converges_after_restart(
     Tenant.objects.filter(pk=team["tenant"].pk).update(gpu_quota=100, max_running_jobs=100)
     namespace = team["tenant"].namespace
     session_worker.stop()  # only the worker this test kills may take these tasks
-    worker = start_worker(tmp_path / "first.log")
-    jobs = [
-        services.launch_job(
-            team["tenant"],
-            team["bob"],
-            actor=team["bob"],
-            template_version=templates["single-gpu"],
-            overrides={"gpus": 1, "workspace_gib": 10},
-            name=f"crash-{i:02d}",
-        )[0]
-        for i in range(40)
-    ]
-    wait_for(
-        lambda: cluster.list(VCJOB_API, "Job", namespace=namespace), message="the first Volcano job"
-    )
-    worker.send_signal(signal.SIGKILL)
-    worker.wait(10)
+    with worker_process(tmp_path / "first.log") as worker:
+        jobs = [
+            services.launch_job(
+                team["tenant"],
+                team["bob"],
+                actor=team["bob"],
+                template_version=templates["single-gpu"],
+                overrides={"gpus": 1, "workspace_gib": 10},
+                name=f"crash-{i:02d}",
+            )[0]
+            for i in range(40)
+        ]
+        wait_for(
+            lambda: cluster.list(VCJOB_API, "Job", namespace=namespace),
+            message="the first Volcano job",
+        )
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
     done_before_kill = len(cluster.list(VCJOB_API, "Job", namespace=namespace))
     assert done_before_kill < len(jobs), "the worker finished everything before it was killed"
 
-    replacement = start_worker(tmp_path / "replacement.log")
-    try:
+    with worker_process(tmp_path / "replacement.log"):
 
         def converged():
             resync_jobs()  # what beat does every few seconds
@@ -57,9 +57,6 @@ def test_a_killed_worker_converges_after_restart(
             timeout=30,
             message="every job to observe its Volcano job",
         )
-    finally:
-        replacement.terminate()
-        replacement.wait(10)
 
     names = sorted(j.name for j in jobs)
     for kind in [(VCJOB_API, "Job"), ("v1", "PersistentVolumeClaim")]:

@@ -10,9 +10,10 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
+from core import snapshot as store
 from k8s_adapters.inventory import diagnose, reduce_node, reduce_pod, snapshot
 from k8s_adapters.nodes import SimulatedNode, build_node, build_node_status
-from portal import cluster as store
+from tests import processes
 from tests.conftest import ROOT, _database_url
 from tests.helpers import wait_for
 from tests.tenants.conftest import make_user
@@ -100,35 +101,24 @@ def test_broken_nodes_and_settings_produce_their_diagnostics():
 
 @pytest.fixture
 def collector(cluster, settings, tmp_path):
-    log = (tmp_path / "collector.log").open("w")
     env = {
-        **os.environ,
         "DATABASE_URL": _database_url(),
         "REDIS_URL": settings.REDIS_URL,
         "KUBECONFIG": settings.KUBECONFIG,
         "DEBUG": "true",
     }
     store._redis().delete(store.KEY, store.HISTORY_KEY)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "manage.py",
-            "collect_cluster",
-            "--interval",
-            "0.2",
-            "--history-interval",
-            "1",
-        ],
-        cwd=ROOT,
+    args = [sys.executable, "manage.py", "collect_cluster", "--interval", "0.2"]
+    args += ["--history-interval", "1"]
+    with processes.running(
+        args,
+        log=tmp_path / "collector.log",
         env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    wait_for(store.read, message="the collector's first snapshot")
-    yield proc
-    proc.send_signal(signal.SIGINT)
-    proc.kill()
-    proc.wait(10)
+        ready=store.read,
+        what="the collector's first snapshot",
+        stop_signal=signal.SIGINT,
+    ) as proc:
+        yield proc
 
 
 @pytest.fixture

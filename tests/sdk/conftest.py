@@ -1,15 +1,13 @@
 """The real portal served by gunicorn behind real nginx (forward-auth), with a real worker."""
 
-import os
-import subprocess
 import sys
-import time
 
 import pytest
 import requests
 from django.conf import settings
 
-from portal.models import ApiToken
+from accounts.models import ApiToken
+from tests import processes
 from tests.conftest import ROOT, _database_url
 from tests.jobs.conftest import team, templates  # noqa: F401  (shared fixtures)
 
@@ -22,9 +20,7 @@ def served(django_db_setup, cluster, tmp_path_factory):
     """(portal URL through nginx, gunicorn URL): gunicorn on the test database, nginx in front
     routing / to the portal and /jobs/ through forward-auth."""
     nginx_port, port = free_port(), free_port()
-    log = (tmp_path_factory.mktemp("gunicorn") / "web.log").open("w")
     env = {
-        **os.environ,
         "DATABASE_URL": _database_url(),
         "REDIS_URL": settings.REDIS_URL,
         "KUBECONFIG": settings.KUBECONFIG,
@@ -32,36 +28,21 @@ def served(django_db_setup, cluster, tmp_path_factory):
         "PORTAL_URL": f"http://127.0.0.1:{nginx_port}",
         "FORWARD_AUTH_CACHE_SECONDS": "0",
     }
-    web = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "portal.wsgi:application",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "2",
-        ],
-        cwd=ROOT,
+    web_url = f"http://127.0.0.1:{port}"
+    args = [sys.executable, "-m", "gunicorn", "portal.wsgi:application"]
+    args += ["--bind", f"127.0.0.1:{port}", "--workers", "2"]
+    with processes.running(
+        args,
+        log=tmp_path_factory.mktemp("gunicorn") / "web.log",
         env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 30
-    while True:
+        ready=lambda: requests.get(f"{web_url}/healthz", timeout=5).ok,
+        what="gunicorn",
+    ):
+        proxy = Nginx(f"127.0.0.1:{port}", port=nginx_port)
         try:
-            requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-            break
-        except requests.ConnectionError:
-            assert web.poll() is None, "gunicorn exited"
-            assert time.monotonic() < deadline, "gunicorn did not start"
-            time.sleep(0.2)
-    proxy = Nginx(f"127.0.0.1:{port}", port=nginx_port)
-    yield proxy.url, f"http://127.0.0.1:{port}"
-    proxy.stop()
-    web.terminate()
-    web.wait(10)
+            yield proxy.url, web_url
+        finally:
+            proxy.stop()
 
 
 @pytest.fixture

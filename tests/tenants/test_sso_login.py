@@ -35,9 +35,11 @@ def oidc(live_server, tmp_path_factory):
         "OIDC_REDIRECT_URIS": f"{live_server.url}/accounts/oidc/sso/login/callback/",
     }
     script = str(ROOT / "hack" / "oidc.sh")
-    subprocess.run(["bash", script, "start"], env=env, check=True)
-    yield {"url": f"http://127.0.0.1:{PORT}", "users": users, "env": env}
-    subprocess.run(["bash", script, "stop"], env=env, check=False)
+    try:  # stopped also when starting fails half-way
+        subprocess.run(["bash", script, "start"], env=env, check=True)
+        yield {"url": f"http://127.0.0.1:{PORT}", "users": users, "env": env}
+    finally:
+        subprocess.run(["bash", script, "stop"], env=env, check=False)
 
 
 @pytest.fixture
