@@ -33,6 +33,7 @@ lint:
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run
 	.venv/bin/lint-imports
+	$(PY) -m mypy
 
 fmt:
 	$(PY) -m ruff format .

@@ -16,9 +16,9 @@ setup_django()
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from core import snapshot as store  # noqa: E402
+from core.cluster import get_cluster  # noqa: E402
 from k8s_adapters.nodes import SimulatedNode, build_node, build_node_status  # noqa: E402
-from portal import cluster as store  # noqa: E402
-from portal.k8s import get_cluster  # noqa: E402
 
 NODES, PODS_PER_NODE, NAMESPACE = 2000, 10, "bench-console"
 LABEL = {"gpu-portal.io/bench": "console"}

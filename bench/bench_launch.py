@@ -17,11 +17,11 @@ setup_django()
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
+from core.cluster import get_cluster  # noqa: E402
 from jobs import services as job_services  # noqa: E402
 from jobs.models import Job, JobTemplate  # noqa: E402
 from k8s_adapters.tenant import QUEUE_API  # noqa: E402
 from k8s_adapters.volcano import VCJOB_API  # noqa: E402
-from portal.k8s import get_cluster  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.choices import Role  # noqa: E402
 from tenants.models import AuditEvent, Membership  # noqa: E402
@@ -93,7 +93,7 @@ def login(base):
 def latency(base, tenant, version, watcher):
     http = login(base)
     url = f"{base}/tenants/{tenant.slug}/jobs/launch/"
-    form = http.get(f"{url}?template={version.pk}").text
+    form = http.get(f"{url}?template={version.template.name}&version={version.version}").text
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
     samples = []
     for i in range(LATENCY_RUNS):
@@ -103,7 +103,8 @@ def latency(base, tenant, version, watcher):
             url,
             data={
                 "csrfmiddlewaretoken": token,
-                "template": version.pk,
+                "template": version.template.name,
+                "version": version.version,
                 "name": name,
                 "gpus": 1,
                 "workspace_gib": 1,

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from portal.reconcile import enqueue
+from core.reconcile import enqueue_all
 from tenants.models import Tenant
 
 from .choices import JobState
@@ -44,10 +44,7 @@ def admit_locked(tenant):
         Job.objects.filter(pk__in=admitted).update(
             state=JobState.SUBMITTING, submitted_at=timezone.now()
         )
-        from .tasks import reconcile_job
-
-        for pk in admitted:
-            enqueue(reconcile_job, pk)
+        enqueue_all("jobs.reconcile_job", admitted)
     return admitted
 
 

@@ -1,16 +1,17 @@
-from django.db.models import F, Q
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from portal.fields import ID_REGEX
+from core.fields import ID_REGEX
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.choices import Role
 
 from . import endpoints, services
+from . import spec as specs
 from .access import get_job_for_user
+from .filters import filter_jobs
 from .models import DataVolume, Job, JobTemplate
 from .serializers import (
     DataVolumeSerializer,
@@ -56,14 +57,7 @@ class JobViewSet(
         jobs = Job.objects.filter(tenant=self.tenant).select_related(
             "tenant", "owner", "template_version__template", "data_volume"
         )
-        for key, field in (
-            ("state", "state"),
-            ("owner", "owner__username"),
-            ("template", "template_version__template__name"),
-        ):
-            if self.request.query_params.get(key):
-                jobs = jobs.filter(**{field: self.request.query_params[key]})
-        return jobs
+        return filter_jobs(jobs, self.request.query_params)[0]
 
     def get_object(self):
         write = self.request.method not in permissions.SAFE_METHODS
@@ -85,32 +79,14 @@ class JobViewSet(
                 self.tenant, request.user, spec_data=data["spec"], **kwargs
             )
         else:
-            version = self._version(data)
-            overrides = {
-                k: data[k]
-                for k in ("image", "command", "gpus", "replicas", "workspace_gib")
-                if k in data
-            }
+            version = services.template_version(self.tenant, data["template"], data.get("version"))
+            overrides = {k: data[k] for k in specs.OVERRIDABLE if k in data}
             job, warnings = services.launch_job(
                 self.tenant, request.user, template_version=version, overrides=overrides, **kwargs
             )
         body = JobSerializer(job).data
         body["warnings"] = warnings
         return Response(body, status=status.HTTP_201_CREATED)
-
-    def _version(self, data):
-        # The tenant's own template of that name wins over a global one.
-        template = (
-            JobTemplate.objects.filter(name=data["template"])
-            .filter(Q(tenant=self.tenant) | Q(tenant__isnull=True))
-            .order_by(F("tenant").asc(nulls_last=True))
-            .first()
-        )
-        if template is None:
-            raise services.ValidationError({"template": f"No template named '{data['template']}'."})
-        if data.get("version"):
-            return get_object_or_404(template.versions, version=data["version"])
-        return template.latest
 
     def perform_destroy(self, job):
         services.delete_job(

@@ -8,14 +8,15 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from core.reconcile import enqueue, enqueue_all
 from k8s_adapters.routing import DRIVERS, AuthSpec, EndpointSpec
-from portal.reconcile import enqueue
 from tenants.access import has_role
 from tenants.choices import Role
 from tenants.services import record
 
 from .choices import Protocol
 from .models import Endpoint
+from .routes import endpoint_path
 
 
 def default_mode(protocol):
@@ -32,11 +33,7 @@ def base_path_env(tenant, job_name, ports):
             or (port.mode or default_mode(port.protocol)) != "ingress"
         ):
             continue
-        path = (
-            "/"
-            if settings.ENDPOINT_ROUTE == "host"
-            else f"{settings.ENDPOINT_PATH_PREFIX}/{tenant.slug}/{job_name}/{port.name}/"
-        )
+        path = endpoint_path(tenant.slug, job_name, port.name)
         if not env:
             env.append(("GPU_PORTAL_BASE_PATH", path))
         env.append((f"GPU_PORTAL_BASE_PATH_{port.name.upper().replace('-', '_')}", path))
@@ -96,9 +93,7 @@ def route_objects(job, endpoint_specs):
 
 
 def _reconcile(job):
-    from .tasks import reconcile_job
-
-    enqueue(reconcile_job, job.pk)
+    enqueue("jobs.reconcile_job", job.pk)
 
 
 @transaction.atomic
@@ -146,10 +141,7 @@ def reclaim_expired(now=None):
     expired = Endpoint.objects.filter(expires_at__lte=now, reclaimed_at__isnull=True)
     jobs = set(expired.values_list("job_id", flat=True))
     expired.update(reclaimed_at=now)
-    from .tasks import reconcile_job
-
-    for job_id in jobs:
-        enqueue(reconcile_job, job_id)
+    enqueue_all("jobs.reconcile_job", sorted(jobs))
     return len(jobs)
 
 

@@ -4,6 +4,7 @@ import yaml
 from django import forms
 
 from .models import DataVolume
+from .spec import OVERRIDABLE
 
 
 class LaunchForm(forms.Form):
@@ -57,8 +58,9 @@ class LaunchForm(forms.Form):
             )
             field.disabled = "replicas" not in allowed
             self.fields[f"replicas_{task['name']}"] = field
-        for name in ("image", "command", "gpus", "workspace_gib", "data_volume"):
-            self.fields[name].disabled = name not in allowed
+        for name in OVERRIDABLE:
+            if name in self.fields:
+                self.fields[name].disabled = name not in allowed
 
     def overrides(self):
         data = self.cleaned_data
@@ -87,9 +89,7 @@ class TemplateForm(forms.Form):
     overridable = forms.MultipleChoiceField(
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        choices=[
-            (k, k) for k in ("image", "command", "gpus", "replicas", "data_volume", "workspace_gib")
-        ],
+        choices=[(k, k) for k in OVERRIDABLE],
     )
 
     def clean_spec(self):

@@ -10,20 +10,22 @@ stops working within that time, and expiry is checked against the clock on every
 
 import time
 from dataclasses import dataclass
-from urllib.parse import quote, unquote, urlsplit
+from http.cookies import SimpleCookie
+from urllib.parse import quote, unquote
 
 from django.conf import settings
-from django.contrib.auth import SESSION_KEY
+from django.contrib.auth import SESSION_KEY, get_user_model
 from django.contrib.sessions.backends.base import SessionBase
 from django.http import HttpResponse, HttpResponseRedirect
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.views.decorators.cache import never_cache
 
-from portal.models import TOKEN_PREFIX, ApiToken, hash_token
+from accounts.models import TOKEN_PREFIX, ApiToken, hash_token
 from tenants.models import Membership
 
 from .models import Endpoint
+from .routes import endpoint_key
 
 
 @dataclass(frozen=True)
@@ -63,20 +65,6 @@ class TTLCache:
 _cache = TTLCache()
 
 
-def endpoint_key(original_url):
-    """(tenant, job, endpoint) named by the original request's URL, or None."""
-    parts = urlsplit(original_url)
-    if settings.ENDPOINT_ROUTE == "host":
-        label = parts.hostname.split(".", 1)[0] if parts.hostname else ""
-        names = label.split("--")
-        return (names[2], names[1], names[0]) if len(names) == 3 else None
-    prefix = settings.ENDPOINT_PATH_PREFIX.strip("/")
-    segments = parts.path.strip("/").split("/")
-    if len(segments) >= 4 and segments[0] == prefix:
-        return segments[1], segments[2], segments[3]
-    return None
-
-
 def _endpoint_facts(key):
     endpoint = (
         Endpoint.objects.select_related("job__tenant")
@@ -107,8 +95,6 @@ def _user_facts(user):
 
 
 def _session_user(session_key):
-    from django.contrib.auth import get_user_model
-
     store = import_string(settings.SESSION_ENGINE + ".SessionStore")(session_key)
     user_id = store.get(SESSION_KEY) if isinstance(store, SessionBase) else None
     user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
@@ -204,8 +190,6 @@ class FastPath:
     def __call__(self, environ, start_response):
         if environ.get("PATH_INFO") != self.path:
             return self.app(environ, start_response)
-        from http.cookies import SimpleCookie
-
         headers = {
             "X-Original-URL": environ.get("HTTP_X_ORIGINAL_URL", ""),
             "X-Forwarded-Proto": environ.get("HTTP_X_FORWARDED_PROTO", "https"),

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from portal.fields import SlugRelatedField
+from core.fields import SlugRelatedField
 
 from .admission import queue_position
 from .models import DataVolume, Endpoint, Job, JobEvent, JobTemplate, JobTemplateVersion
@@ -59,6 +59,8 @@ class JobSerializer(serializers.ModelSerializer):
             "phase",
             "counts",
             "pending_reason",
+            "sync_state",
+            "sync_message",
             "queue_position",
             "gpus",
             "data_volume",
@@ -137,7 +139,8 @@ class DataVolumeSerializer(serializers.ModelSerializer):
             "size_gib",
             "storage_class",
             "delete_requested",
+            "sync_state",
             "sync_message",
             "created_at",
         ]
-        read_only_fields = ["delete_requested", "sync_message", "created_at"]
+        read_only_fields = ["delete_requested", "sync_state", "sync_message", "created_at"]

@@ -1,19 +1,20 @@
 """Writes to jobs, templates and data volumes: validated, atomic, audited, reconciled."""
 
-import secrets
-from dataclasses import asdict, replace
+from __future__ import annotations
 
-from django.core.cache import cache
+import secrets
+from collections.abc import Collection
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from k8s_adapters.errors import K8sError
-from k8s_adapters.quantity import to_decimal
+from accounts.models import SSHKey
+from core.cluster import node_gpus
+from core.reconcile import enqueue
 from networking import attach
-from portal.k8s import get_cluster
-from portal.models import SSHKey
-from portal.reconcile import enqueue
 from tenants.models import Tenant
 from tenants.services import record
 
@@ -23,45 +24,25 @@ from .admission import admit_locked
 from .choices import JobState
 from .models import DataVolume, Job, JobEvent, JobTemplate, JobTemplateVersion
 
-
-def _reconcile(job):
-    from .tasks import reconcile_job
-
-    enqueue(reconcile_job, job.pk)
+if TYPE_CHECKING:
+    from k8s_adapters.jobspec import JobSpec
 
 
-def active_jobs_description(tenant):
+def _reconcile(job: Job) -> None:
+    enqueue("jobs.reconcile_job", job.pk)
+
+
+def active_jobs_description(tenant: Tenant) -> list[str]:
     """For tenant archiving: the portal's jobs that still hold or wait for GPUs."""
     return [f"job {j.name} ({j.state})" for j in Job.objects.filter(tenant=tenant).active()]
 
 
-def node_gpu_facts():
-    """(largest allocatable GPUs on one node, set of GPU products), cached briefly; None when
-    the cluster cannot be read."""
-    facts = cache.get("node-gpu-facts")
-    if facts is None:
-        try:
-            nodes = get_cluster().list("v1", "Node")
-        except K8sError:
-            return None
-        gpus = [
-            int(to_decimal((n.get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu", 0)))
-            for n in nodes
-        ]
-        products = {
-            (n["metadata"].get("labels") or {}).get("nvidia.com/gpu.product") for n in nodes
-        } - {None}
-        facts = (max(gpus, default=0), sorted(products))
-        cache.set("node-gpu-facts", facts, 30)
-    return facts[0], set(facts[1])
-
-
-def scheduling_warnings(spec):
+def scheduling_warnings(spec: JobSpec) -> list[str]:
     """What would keep the job from ever being scheduled, as warnings (it may still be queued)."""
-    facts = node_gpu_facts()
-    if facts is None:
+    summary = node_gpus()
+    if summary is None:
         return []
-    largest, products = facts
+    largest, products = summary.largest, summary.products
     warnings = []
     for task in spec.tasks:
         if task.gpus > largest:
@@ -77,7 +58,7 @@ def scheduling_warnings(spec):
     return warnings
 
 
-def _check_quota(tenant, owner, spec):
+def _check_quota(tenant: Tenant, owner: Any, spec: JobSpec) -> None:
     if spec.total_gpus > tenant.gpu_quota:
         raise ValidationError(
             {
@@ -117,14 +98,33 @@ def _check_quota(tenant, owner, spec):
         )
 
 
-def generate_name(prefix):
+def template_version(
+    tenant: Tenant, name: str, version: int | str | None = None
+) -> JobTemplateVersion:
+    """The template version a launch in `tenant` names, for the page and the API alike: the
+    tenant's own template of that name wins over a global one; the latest version unless a
+    version number is given."""
+    template = JobTemplate.objects.for_tenant(tenant).filter(name=str(name)).first()
+    if template is None:
+        raise ValidationError({"template": f"No template named '{name}' in {tenant.slug}."})
+    if version in (None, ""):
+        return template.latest
+    found = template.versions.filter(version=version).first() if str(version).isdigit() else None
+    if found is None:
+        raise ValidationError({"version": f"Template {template.name} has no version {version}."})
+    return found
+
+
+def generate_name(prefix: str) -> str:
     return f"{prefix[:40]}-{secrets.token_hex(3)}"
 
 
-def resolve(tenant, owner, *, name, data, data_volume=None):
+def resolve(
+    tenant: Tenant, owner: Any, *, name: str, data: Any, data_volume: DataVolume | None = None
+) -> JobSpec:
     """Validate a launch into a JobSpec, raising one ValidationError with every problem keyed
     by field."""
-    errors = {}
+    errors: dict[str, list[ValidationError]] = {}
     try:
         specs.validate_job_name(name)
     except ValidationError as exc:
@@ -151,18 +151,22 @@ def resolve(tenant, owner, *, name, data, data_volume=None):
 
 
 def launch_job(
-    tenant,
-    owner,
+    tenant: Tenant,
+    owner: Any,
     *,
-    actor,
-    template_version=None,
-    overrides=None,
-    spec_data=None,
-    name="",
-    data_volume=None,
-):
+    actor: Any,
+    template_version: JobTemplateVersion | None = None,
+    overrides: dict[str, Any] | None = None,
+    spec_data: Any = None,
+    name: str = "",
+    data_volume: DataVolume | None = None,
+) -> tuple[Job, list[str]]:
     """Create a job (queued) and admit what fits. Returns (job, warnings)."""
     if template_version is not None:
+        if data_volume is not None and "data_volume" not in template_version.overridable:
+            raise ValidationError(
+                {"data_volume": "This template does not allow choosing a data volume."}
+            )
         data = specs.apply_overrides(
             template_version.spec, overrides or {}, template_version.overridable
         )
@@ -194,7 +198,7 @@ def launch_job(
                 owner=owner,
                 name=name,
                 template_version=template_version,
-                spec=asdict(spec),
+                spec=spec.to_dict(),
                 gpus=spec.total_gpus,
                 storage_gib=spec.workspace_gib,
                 data_volume=data_volume,
@@ -208,7 +212,7 @@ def launch_job(
             annotation, env = attach.attach(job, networks, pools, actor=actor)
             env += endpoints.base_path_env(tenant, name, spec.ports)
             spec = replace(spec, networks_annotation=annotation, extra_env=tuple(env))
-            job.spec = asdict(spec)
+            job.spec = spec.to_dict()
             job.save(update_fields=["spec"])
             endpoints.create_for_job(job, spec.ports)
         JobEvent.objects.create(job=job, kind="queued", message=f"Launched by {actor.username}.")
@@ -228,9 +232,9 @@ def launch_job(
     return job, scheduling_warnings(spec)
 
 
-def relaunch_job(job, *, actor, name=""):
+def relaunch_job(job: Job, *, actor: Any, name: str = "") -> tuple[Job, list[str]]:
     """Launch the recorded spec again, exactly as it was (new name)."""
-    data = job_spec_as_template(job)
+    data = job.job_spec().to_template(job.networks)
     return launch_job(
         job.tenant,
         actor,
@@ -242,34 +246,8 @@ def relaunch_job(job, *, actor, name=""):
     )
 
 
-def job_spec_as_template(job):
-    """A stored job spec in the template format `spec.parse` reads."""
-    s = job.spec
-    return {
-        "image": s["image"],
-        "command": list(s["command"]),
-        "args": list(s["args"]),
-        "working_dir": s["working_dir"],
-        "env": dict(s["env"]),
-        "tasks": [{**t, "policies": list(t["policies"])} for t in s["tasks"]],
-        "min_available": s["min_available"],
-        "max_retry": s["max_retry"],
-        "ttl_seconds_after_finished": s["ttl_seconds_after_finished"],
-        "policies": list(s["policies"]),
-        "plugins": list(s["plugins"]),
-        "network_topology": (
-            {"mode": s["topology_mode"], "highest_tier_allowed": s["topology_highest_tier"]}
-            if s["topology_mode"]
-            else {}
-        ),
-        "expose": list(s["ports"]),
-        "volumes": {"workspace_gib": s["workspace_gib"], "storage_class": s["storage_class"]},
-        "networks": list(job.networks),
-    }
-
-
 @transaction.atomic
-def cancel_job(job, *, actor):
+def cancel_job(job: Job, *, actor: Any) -> Job:
     job = Job.objects.select_for_update().get(pk=job.pk)
     if job.is_finished or job.cancel_requested:
         return job
@@ -286,7 +264,7 @@ def cancel_job(job, *, actor):
 
 
 @transaction.atomic
-def delete_job(job, *, actor, delete_data=False):
+def delete_job(job: Job, *, actor: Any, delete_data: bool = False) -> Job:
     """Remove every object the job owns (by label) and then the record; the data volume is kept
     unless asked."""
     job = Job.objects.select_for_update().get(pk=job.pk)
@@ -296,7 +274,8 @@ def delete_job(job, *, actor, delete_data=False):
         actor, "job.delete", job, tenant=job.tenant, before={"name": job.name, "state": job.state}
     )
     if delete_data and job.data_volume_id:
-        delete_data_volume(job.data_volume, actor=actor, except_job=job)
+        # data_volume_id is set, so data_volume is not None (mypy cannot tell)
+        delete_data_volume(job.data_volume, actor=actor, except_job=job)  # type: ignore[arg-type]
     _reconcile(job)
     return job
 
@@ -304,14 +283,14 @@ def delete_job(job, *, actor, delete_data=False):
 # -- data volumes ---------------------------------------------------------------------------
 
 
-def _reconcile_volume(volume):
-    from .tasks import reconcile_data_volume
-
-    enqueue(reconcile_data_volume, volume.pk)
+def _reconcile_volume(volume: DataVolume) -> None:
+    enqueue("jobs.reconcile_data_volume", volume.pk)
 
 
 @transaction.atomic
-def create_data_volume(tenant, *, name, size_gib, actor, storage_class=""):
+def create_data_volume(
+    tenant: Tenant, *, name: str, size_gib: int, actor: Any, storage_class: str = ""
+) -> DataVolume:
     volume = DataVolume(
         tenant=tenant, name=name, size_gib=size_gib, storage_class=storage_class, created_by=actor
     )
@@ -331,7 +310,7 @@ def create_data_volume(tenant, *, name, size_gib, actor, storage_class=""):
 
 
 @transaction.atomic
-def expand_data_volume(volume, *, size_gib, actor):
+def expand_data_volume(volume: DataVolume, *, size_gib: int, actor: Any) -> DataVolume:
     volume = DataVolume.objects.select_for_update().get(pk=volume.pk)
     if size_gib <= volume.size_gib:
         raise ValidationError(
@@ -355,7 +334,7 @@ def expand_data_volume(volume, *, size_gib, actor):
 
 
 @transaction.atomic
-def delete_data_volume(volume, *, actor, except_job=None):
+def delete_data_volume(volume: DataVolume, *, actor: Any, except_job: Job | None = None) -> None:
     users = (
         Job.objects.filter(data_volume=volume).active().exclude(pk=getattr(except_job, "pk", None))
     )
@@ -372,7 +351,15 @@ def delete_data_volume(volume, *, actor, except_job=None):
 
 
 @transaction.atomic
-def save_template(*, name, spec_data, overridable, actor, tenant=None, description=""):
+def save_template(
+    *,
+    name: str,
+    spec_data: Any,
+    overridable: Collection[str],
+    actor: Any,
+    tenant: Tenant | None = None,
+    description: str = "",
+) -> JobTemplateVersion:
     """Create a template or add a version to it; the spec is validated first."""
     specs.parse(spec_data)
     unknown = set(overridable) - set(specs.OVERRIDABLE)

@@ -3,12 +3,15 @@ plus a launch's overrides into the frozen JobSpec the manifest builders take."""
 
 import re
 import shlex
+from collections.abc import Collection, Iterable
+from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from core.validators import DNS1123_LABEL
+from k8s_adapters.jobspec import JobSpec, Policy, Port, Task
 from k8s_adapters.quantity import to_decimal
-from k8s_adapters.volcano import KNOWN_PLUGINS, JobSpec, Policy, Port, Task
-from tenants.validators import DNS1123_LABEL
+from k8s_adapters.volcano import KNOWN_PLUGINS
 
 from .choices import POLICY_ACTIONS, POLICY_EVENTS, Protocol
 
@@ -31,18 +34,18 @@ MAX_DISK_GIB = 100_000
 class Errors:
     """Collects errors keyed by field path, raised once at the end."""
 
-    def __init__(self):
-        self.errors = {}
+    def __init__(self) -> None:
+        self.errors: dict[str, list[ValidationError]] = {}
 
-    def add(self, path, message, code="invalid"):
+    def add(self, path: str, message: str, code: str | None = "invalid") -> None:
         self.errors.setdefault(path, []).append(ValidationError(message, code=code))
 
-    def raise_if_any(self):
+    def raise_if_any(self) -> None:
         if self.errors:
             raise ValidationError(self.errors)
 
 
-def validate_job_name(name):
+def validate_job_name(name: str) -> None:
     if len(name) > JOB_NAME_MAX or not DNS1123_LABEL.match(name):
         raise ValidationError(
             f"Use at most {JOB_NAME_MAX} lowercase letters, digits and '-', starting and ending "
@@ -51,7 +54,7 @@ def validate_job_name(name):
         )
 
 
-def validate_image(image):
+def validate_image(image: Any) -> None:
     if not isinstance(image, str) or not IMAGE.match(image):
         raise ValidationError(
             f"'{image}' is not an image reference; use registry/path/name:tag, for example "
@@ -60,7 +63,7 @@ def validate_image(image):
         )
 
 
-def _int(errors, path, value, low, high):
+def _int(errors: Errors, path: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         errors.add(path, f"Must be a whole number (got {value!r}).")
         return low
@@ -69,7 +72,7 @@ def _int(errors, path, value, low, high):
     return value
 
 
-def _quantity(errors, path, value):
+def _quantity(errors: Errors, path: str, value: Any) -> str:
     try:
         ok = to_decimal(value) > 0
     except (ValueError, ArithmeticError, TypeError):
@@ -83,7 +86,7 @@ def _quantity(errors, path, value):
     return str(value)
 
 
-def _argv(errors, path, value):
+def _argv(errors: Errors, path: str, value: Any) -> list[str]:
     if isinstance(value, str):
         try:
             return shlex.split(value)
@@ -96,7 +99,7 @@ def _argv(errors, path, value):
     return list(value)
 
 
-def _policies(errors, path, items):
+def _policies(errors: Errors, path: str, items: Any) -> tuple[Policy, ...]:
     policies = []
     for i, item in enumerate(items or []):
         event, action = item.get("event"), item.get("action")
@@ -114,7 +117,7 @@ def _policies(errors, path, items):
     return tuple(policies)
 
 
-def _tasks(errors, items):
+def _tasks(errors: Errors, items: Any) -> tuple[Task, ...]:
     if not items:
         errors.add("tasks", "A job needs at least one task.", "required")
         return ()
@@ -143,7 +146,7 @@ def _tasks(errors, items):
     return tuple(tasks)
 
 
-def _ports(errors, items, task_names):
+def _ports(errors: Errors, items: Any, task_names: set[str]) -> tuple[Port, ...]:
     ports, seen = [], set()
     for i, item in enumerate(items or []):
         path = f"expose[{i}]"
@@ -184,7 +187,7 @@ def _ports(errors, items, task_names):
     return tuple(ports)
 
 
-def _networks(errors, networks):
+def _networks(errors: Errors, networks: Any) -> None:
     if not isinstance(networks, list):
         errors.add("networks", "Give a list of {pool, static_ip} entries.")
         return
@@ -198,7 +201,7 @@ def _networks(errors, networks):
             )
 
 
-def _env(errors, env):
+def _env(errors: Errors, env: Any) -> tuple[tuple[str, str], ...]:
     if not isinstance(env, dict):
         errors.add("env", "Give environment variables as NAME: value pairs.")
         return ()
@@ -213,18 +216,18 @@ def _env(errors, env):
 
 
 def parse(
-    data,
+    data: Any,
     *,
-    name="job",
-    namespace="",
-    queue="",
-    tenant="",
-    owner="",
-    ssh_keys=(),
-    data_volume="",
-    networks_annotation="",
-    extra_env=(),
-):
+    name: str = "job",
+    namespace: str = "",
+    queue: str = "",
+    tenant: str = "",
+    owner: str = "",
+    ssh_keys: Iterable[str] = (),
+    data_volume: str = "",
+    networks_annotation: str = "",
+    extra_env: Iterable[tuple[str, str]] = (),
+) -> JobSpec:
     """A JobSpec from a template's spec dict (after overrides), or a ValidationError listing
     every problem by field path."""
     if not isinstance(data, dict):
@@ -287,7 +290,9 @@ def parse(
     return spec
 
 
-def apply_overrides(template_spec, overrides, allowed):
+def apply_overrides(
+    template_spec: dict[str, Any], overrides: dict[str, Any], allowed: Collection[str]
+) -> dict[str, Any]:
     """The template's spec with the launch's overrides, refusing fields the template locks."""
     spec = {
         **template_spec,

@@ -3,6 +3,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -16,8 +17,9 @@ from . import endpoints, services
 from .access import get_job_for_user
 from .admission import free_gpus, queue_position, storage_in_use
 from .choices import JobState
+from .filters import filter_jobs
 from .forms import DataVolumeForm, LaunchForm
-from .models import DataVolume, Endpoint, Job, JobTemplate, JobTemplateVersion
+from .models import DataVolume, Endpoint, Job, JobTemplate
 
 FORM_FIELDS = {
     "image": "image",
@@ -61,14 +63,10 @@ def manifests_yaml(objects):
 @login_required
 def job_list(request, slug):
     tenant = get_tenant_for_user(request.user, slug)
-    jobs = Job.objects.filter(tenant=tenant).select_related("owner", "template_version__template")
-    filters = {k: request.GET.get(k, "") for k in ("state", "owner", "template")}
-    if filters["state"]:
-        jobs = jobs.filter(state=filters["state"])
-    if filters["owner"]:
-        jobs = jobs.filter(owner__username=filters["owner"])
-    if filters["template"]:
-        jobs = jobs.filter(template_version__template__name=filters["template"])
+    jobs, filters = filter_jobs(
+        Job.objects.filter(tenant=tenant).select_related("owner", "template_version__template"),
+        request.GET,
+    )
     page = Paginator(jobs, 25).get_page(request.GET.get("page"))
     return render(
         request,
@@ -86,16 +84,14 @@ def job_list(request, slug):
 @login_required
 def launch(request, slug):
     tenant = get_tenant_for_user(request.user, slug, role=Role.RESEARCHER)
-    templates = JobTemplate.objects.for_user(request.user).filter(
-        tenant__in=[None, tenant]
-    ) | JobTemplate.objects.filter(tenant__isnull=True)
-    templates = templates.distinct().prefetch_related("versions")
-    chosen = request.GET.get("template") or request.POST.get("template")
-    if not chosen:
+    params = request.POST if request.method == "POST" else request.GET
+    if not params.get("template"):
+        templates = JobTemplate.objects.for_tenant(tenant).prefetch_related("versions")
         return render(request, "jobs/launch_pick.html", {"tenant": tenant, "templates": templates})
-    version = get_object_or_404(
-        JobTemplateVersion.objects.select_related("template"), pk=chosen, template__in=templates
-    )
+    try:
+        version = services.template_version(tenant, params["template"], params.get("version"))
+    except ValidationError as exc:
+        raise Http404(" ".join(exc.messages)) from exc
     form = LaunchForm(request.POST or None, version=version, tenant=tenant)
     context = {"tenant": tenant, "form": form, "version": version}
     if request.method == "POST" and form.is_valid():

@@ -5,12 +5,14 @@ manifests is a no-op on the server (no new resourceVersion), and pruning selects
 portal's labels.
 """
 
+import builtins
 import contextlib
 import json
 import os
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, Self
 
 from kubernetes import client, config, dynamic, watch
 from kubernetes.dynamic.exceptions import NotFoundError
@@ -27,17 +29,17 @@ class ObjectRef:
     name: str
 
     @classmethod
-    def of(cls, obj):
+    def of(cls, obj: dict[str, Any]) -> Self:
         meta = obj["metadata"]
         return cls(obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
 
-    def __str__(self):
+    def __str__(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
         return f"{self.kind} {where}{self.name}"
 
 
 @contextlib.contextmanager
-def translating():
+def translating() -> Iterator[None]:
     """Re-raise client failures as TransientK8sError / PermanentK8sError."""
     try:
         yield
@@ -48,7 +50,9 @@ def translating():
         raise translated from exc
 
 
-def load_api_client(kubeconfig=None, *, in_cluster=None):
+def load_api_client(
+    kubeconfig: str | os.PathLike[str] | None = None, *, in_cluster: bool | None = None
+) -> client.ApiClient:
     """An ApiClient from an explicit kubeconfig, the pod's service account, or the default."""
     if kubeconfig:
         return config.new_client_from_config(config_file=str(kubeconfig))
@@ -62,27 +66,27 @@ def load_api_client(kubeconfig=None, *, in_cluster=None):
 class Cluster:
     """One connection to one cluster, safe to share between threads."""
 
-    def __init__(self, api_client, *, field_manager="gpu-portal"):
+    def __init__(self, api_client: client.ApiClient, *, field_manager: str = "gpu-portal") -> None:
         self.api_client = api_client
         self.field_manager = field_manager
-        self._dynamic = None
-        self._resources = {}
+        self._dynamic: dynamic.DynamicClient | None = None
+        self._resources: dict[tuple[str, str], Any] = {}
         self._lock = threading.RLock()
 
     @classmethod
-    def connect(cls, kubeconfig=None, **kwargs):
+    def connect(cls, kubeconfig: str | os.PathLike[str] | None = None, **kwargs: Any) -> Self:
         with translating():
             return cls(load_api_client(kubeconfig), **kwargs)
 
     @property
-    def dynamic(self):
+    def dynamic(self) -> dynamic.DynamicClient:
         with self._lock:
             if self._dynamic is None:
                 with translating():
                     self._dynamic = dynamic.DynamicClient(self.api_client)
             return self._dynamic
 
-    def resource(self, api_version, kind):
+    def resource(self, api_version: str, kind: str) -> Any:
         key = (api_version, kind)
         if key not in self._resources:
             with self._lock, translating():  # the client's discovery is not thread-safe
@@ -92,16 +96,18 @@ class Cluster:
                     )
         return self._resources[key]
 
-    def _namespace(self, resource, namespace):
+    def _namespace(self, resource: Any, namespace: str | None) -> str | None:
         return (namespace or None) if resource.namespaced else None
 
     # -- writes -------------------------------------------------------------------------------
 
-    def apply(self, manifests: Iterable[dict], *, dry_run=False) -> list[dict]:
+    def apply(
+        self, manifests: Iterable[dict[str, Any]], *, dry_run: bool = False
+    ) -> list[dict[str, Any]]:
         """Server-side apply each manifest in order; return what the server holds."""
         return [self.apply_one(manifest, dry_run=dry_run) for manifest in manifests]
 
-    def apply_one(self, manifest: dict, *, dry_run=False) -> dict:
+    def apply_one(self, manifest: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         resource = self.resource(manifest["apiVersion"], manifest["kind"])
         meta = manifest["metadata"]
         with translating():
@@ -115,7 +121,7 @@ class Cluster:
             )
         return obj.to_dict()
 
-    def apply_status(self, manifest: dict) -> dict:
+    def apply_status(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Apply to the status subresource (tests play a controller's part with this). Kinds whose
         CRD has no status subresource take status as an ordinary field."""
         resource = self.resource(manifest["apiVersion"], manifest["kind"])
@@ -134,7 +140,14 @@ class Cluster:
             )
         return obj.to_dict()
 
-    def patch_merge(self, api_version, kind, name, patch, namespace=None) -> dict:
+    def patch_merge(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        patch: dict[str, Any],
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
         """A JSON merge patch (null deletes a key) of fields another controller owns."""
         resource = self.resource(api_version, kind)
         with translating():
@@ -146,7 +159,7 @@ class Cluster:
             )
         return obj.to_dict()
 
-    def delete(self, api_version, kind, name, namespace=None) -> bool:
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
         """Delete one object in the background; False when it was already gone."""
         resource = self.resource(api_version, kind)
         try:
@@ -162,7 +175,7 @@ class Cluster:
             raise
         return True
 
-    def force_delete_pods(self, namespace):
+    def force_delete_pods(self, namespace: str) -> None:
         """Delete every pod in the namespace at once (grace period 0). Without a kubelet to
         confirm, a bound pod's graceful deletion never ends, and neither would the namespace's."""
         resource = self.resource("v1", "Pod")
@@ -177,10 +190,10 @@ class Cluster:
     def prune(
         self,
         *,
-        labels: dict,
+        labels: dict[str, str],
         keep: Iterable[ObjectRef],
         kinds: Iterable[tuple[str, str]],
-        namespace=None,
+        namespace: str | None = None,
     ) -> list[ObjectRef]:
         """Delete the objects of these kinds that carry these labels and are not kept."""
         keep = set(keep)
@@ -194,7 +207,9 @@ class Cluster:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def get(self, api_version, kind, name, namespace=None) -> dict | None:
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
         resource = self.resource(api_version, kind)
         try:
             with translating():
@@ -205,10 +220,24 @@ class Cluster:
             raise
         return obj.to_dict()
 
-    def list(self, api_version, kind, *, namespace=None, labels=None) -> list[dict]:
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> list[dict[str, Any]]:
         return self.list_with_version(api_version, kind, namespace=namespace, labels=labels)[0]
 
-    def list_with_version(self, api_version, kind, *, namespace=None, labels=None):
+    def list_with_version(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> tuple[builtins.list[dict[str, Any]], str | None]:
         """The items and the list's resourceVersion, to start a watch from."""
         resource = self.resource(api_version, kind)
         with translating():
@@ -223,8 +252,15 @@ class Cluster:
         return items, result["metadata"].get("resourceVersion")
 
     def watch(
-        self, api_version, kind, *, resource_version, namespace=None, labels=None, timeout=60
-    ) -> Iterator[tuple[str, dict]]:
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str | None,
+        namespace: str | None = None,
+        labels: dict[str, str] | None = None,
+        timeout: int = 60,
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         """(event type, object) pairs after resource_version, for at most `timeout` seconds.
 
         A 410 Gone (the version is too old) raises PermanentK8sError with status 410: the
@@ -256,7 +292,7 @@ class Cluster:
         return True
 
 
-def _watch_error(status):
+def _watch_error(status: dict[str, Any]) -> Exception:
     exc = client.exceptions.ApiException(status=status.get("code"), reason=status.get("reason"))
     exc.body = json.dumps(status)
     return exc

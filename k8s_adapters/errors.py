@@ -2,6 +2,7 @@
 PermanentError)."""
 
 import json
+from typing import Any
 
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
@@ -16,7 +17,7 @@ PERMANENT_MESSAGES = ("failed to create typed patch object",)
 
 
 class K8sError(Exception):
-    def __init__(self, message, *, status=None, reason=""):
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.status = status
@@ -31,7 +32,7 @@ class PermanentK8sError(K8sError):
     """A retry cannot help: record the message on the object and stop."""
 
 
-def _status_message(body, fallback):
+def _status_message(body: Any, fallback: str) -> str:
     try:
         data = json.loads(body)
     except (TypeError, ValueError):
@@ -39,7 +40,7 @@ def _status_message(body, fallback):
     return data.get("message") or fallback
 
 
-def translate(exc):
+def translate(exc: Exception) -> Exception:
     """Turn any client-side failure into a TransientK8sError or PermanentK8sError."""
     if isinstance(exc, K8sError):
         return exc

@@ -2,34 +2,51 @@
 reduced objects. A 410 Gone (the version was compacted away) or a lost connection means a
 fresh list, with backoff while the API server is down."""
 
+from __future__ import annotations
+
 import logging
+import threading
 import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .errors import K8sError
+
+if TYPE_CHECKING:
+    from .client import Cluster
 
 log = logging.getLogger(__name__)
 
 
 class Informer:
-    def __init__(self, cluster, api_version, kind, *, reduce, on_change, watch_timeout=60):
+    def __init__(
+        self,
+        cluster: Cluster,
+        api_version: str,
+        kind: str,
+        *,
+        reduce: Callable[[dict[str, Any]], dict[str, Any]],
+        on_change: Callable[[], None],
+        watch_timeout: int = 60,
+    ) -> None:
         self.cluster, self.api_version, self.kind = cluster, api_version, kind
         self.reduce, self.on_change, self.watch_timeout = reduce, on_change, watch_timeout
-        self.store = {}
+        self.store: dict[str, dict[str, Any]] = {}
         self.synced = False
 
     @staticmethod
-    def key(obj):
+    def key(obj: dict[str, Any]) -> str:
         meta = obj["metadata"]
         return f"{meta.get('namespace') or ''}/{meta['name']}"
 
-    def relist(self):
+    def relist(self) -> str | None:
         items, version = self.cluster.list_with_version(self.api_version, self.kind)
         self.store = {self.key(obj): self.reduce(obj) for obj in items}
         self.synced = True
         self.on_change()
         return version
 
-    def run(self, stop):
+    def run(self, stop: threading.Event) -> None:
         """Until stop (a threading.Event) is set."""
         backoff = 0.5
         while not stop.is_set():
@@ -48,7 +65,7 @@ class Informer:
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 10)
 
-    def _watch(self, version):
+    def _watch(self, version: str | None) -> str | None:
         for kind, obj in self.cluster.watch(
             self.api_version, self.kind, resource_version=version, timeout=self.watch_timeout
         ):
@@ -63,7 +80,7 @@ class Informer:
         return version
 
 
-def wait_synced(informers, timeout=30):
+def wait_synced(informers: Sequence[Informer], timeout: float = 30) -> bool:
     deadline = time.monotonic() + timeout
     while not all(i.synced for i in informers):
         if time.monotonic() > deadline:

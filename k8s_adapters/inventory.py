@@ -1,17 +1,21 @@
 """Pure functions from cluster objects to the console's snapshot: GPUs per node, who uses them,
 queues, and what looks broken (with the likely cause and the fix)."""
 
+import re
+from dataclasses import dataclass
+from typing import Any
+
 from .quantity import to_decimal
 
 GPU = "nvidia.com/gpu"
 TERMINAL_PHASES = {"Succeeded", "Failed"}
 
 
-def _int(value):
+def _int(value: str | int | None) -> int:
     return int(to_decimal(value or 0))
 
 
-def reduce_node(node):
+def reduce_node(node: dict[str, Any]) -> dict[str, Any]:
     meta, status, spec = node["metadata"], node.get("status") or {}, node.get("spec") or {}
     labels = meta.get("labels") or {}
     ready = any(
@@ -32,7 +36,25 @@ def reduce_node(node):
     }
 
 
-def reduce_pod(pod):
+@dataclass(frozen=True)
+class GpuSummary:
+    """What launches and quota checks need to know of the nodes' GPUs."""
+
+    total: int  # allocatable, summed over nodes
+    largest: int  # the most allocatable on one node
+    products: frozenset[str]
+
+
+def gpu_summary(nodes: list[dict[str, Any]]) -> GpuSummary:
+    rows = [reduce_node(n) for n in nodes]
+    return GpuSummary(
+        total=sum(r["allocatable"] for r in rows),
+        largest=max((r["allocatable"] for r in rows), default=0),
+        products=frozenset(r["product"] for r in rows if r["product"]),
+    )
+
+
+def reduce_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """Only what the console needs: GPUs asked for, where, and by which job and tenant."""
     meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
     gpus = 0
@@ -51,7 +73,7 @@ def reduce_pod(pod):
     }
 
 
-def reduce_queue(queue):
+def reduce_queue(queue: dict[str, Any]) -> dict[str, Any]:
     spec, status = queue.get("spec") or {}, queue.get("status") or {}
     guarantee = ((spec.get("guarantee") or {}).get("resource") or {}).get(GPU)
     return {
@@ -68,7 +90,7 @@ def reduce_queue(queue):
     }
 
 
-def reduce_hypernode(hypernode):
+def reduce_hypernode(hypernode: dict[str, Any]) -> dict[str, Any]:
     spec = hypernode.get("spec") or {}
     members = []
     for member in spec.get("members") or []:
@@ -81,19 +103,26 @@ def reduce_hypernode(hypernode):
     return {"name": hypernode["metadata"]["name"], "tier": spec.get("tier", 0), "members": members}
 
 
-def reduce_name(obj):
+def reduce_name(obj: dict[str, Any]) -> dict[str, Any]:
     return {"name": obj["metadata"]["name"]}
 
 
-def snapshot(nodes, pods, queues, runtime_classes, hypernodes):
+def snapshot(
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    queues: list[dict[str, Any]],
+    runtime_classes: list[dict[str, Any]],
+    hypernodes: list[dict[str, Any]],
+) -> dict[str, Any]:
     """The console's view of the cluster, from reduced objects."""
-    used = {}
-    users = {}
+    used: dict[str, int] = {}
+    users: dict[str, dict[tuple[str, str], int]] = {}
     for pod in pods:
         if not pod["gpus"] or not pod["node"] or pod["phase"] in TERMINAL_PHASES:
             continue
         used[pod["node"]] = used.get(pod["node"], 0) + pod["gpus"]
-        key = (pod["tenant"] or pod["namespace"], pod["job"] or pod["name"])
+        # Any: the name is reused below for a column name (a str)
+        key: Any = (pod["tenant"] or pod["namespace"], pod["job"] or pod["name"])
         node_users = users.setdefault(pod["node"], {})
         node_users[key] = node_users.get(key, 0) + pod["gpus"]
     rows = []
@@ -110,7 +139,7 @@ def snapshot(nodes, pods, queues, runtime_classes, hypernodes):
                 ],
             }
         )
-    products = {}
+    products: dict[str, dict[str, int]] = {}
     for row in rows:
         if not row["capacity"] and not row["gpu_present"]:
             continue
@@ -125,7 +154,7 @@ def snapshot(nodes, pods, queues, runtime_classes, hypernodes):
         key: sum(p[key] for p in products.values())
         for key in ("nodes", "capacity", "allocatable", "used", "free")
     }
-    by_tenant = {}
+    by_tenant: dict[str, int] = {}
     for pod in pods:
         if pod["gpus"] and pod["node"] and pod["phase"] not in TERMINAL_PHASES:
             tenant = pod["tenant"] or pod["namespace"]
@@ -142,7 +171,12 @@ def snapshot(nodes, pods, queues, runtime_classes, hypernodes):
     }
 
 
-def diagnose(rows, queues, runtime_classes, totals):
+def diagnose(
+    rows: list[dict[str, Any]],
+    queues: list[dict[str, Any]],
+    runtime_classes: list[dict[str, Any]],
+    totals: dict[str, int],
+) -> list[dict[str, str]]:
     found = []
     if (
         rows
@@ -196,7 +230,7 @@ def diagnose(rows, queues, runtime_classes, totals):
     return found
 
 
-def unfittable(task_gpus, task_product, nodes):
+def unfittable(task_gpus: int, task_product: str, nodes: list[dict[str, Any]]) -> str:
     """Why a task could never be scheduled on these nodes, or ''."""
     candidates = [n for n in nodes if not task_product or n["product"] == task_product]
     if task_product and not candidates:
@@ -207,17 +241,15 @@ def unfittable(task_gpus, task_product, nodes):
     return ""
 
 
-def topology(hypernodes, rows):
+def topology(hypernodes: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each HyperNode with the nodes under it (through nested HyperNodes), their free GPUs and
     how many are entirely free, so admins see whether an N-node job fits inside one tier."""
-    import re
-
     by_name = {h["name"]: h for h in hypernodes}
     node_names = [r["name"] for r in rows]
     free = {r["name"]: r["free"] for r in rows}
     idle = {r["name"] for r in rows if r["allocatable"] and not r["used"]}
 
-    def members(name, seen=()):
+    def members(name: str, seen: tuple[str, ...] = ()) -> set[str]:
         found = set()
         for member in by_name.get(name, {}).get("members", []):
             if member["type"] == "HyperNode" and member["name"] not in seen:

@@ -8,7 +8,7 @@ OWNER = "gpu-portal.io/owner"
 COMPONENT = "gpu-portal.io/component"
 
 
-def portal_labels(**extra):
+def portal_labels(**extra: object) -> dict[str, str]:
     """The managed-by label plus the given portal labels, e.g. portal_labels(tenant="team-a")."""
     keys = {"tenant": TENANT, "job": JOB, "owner": OWNER, "component": COMPONENT}
     labels = {MANAGED_BY: PORTAL}
@@ -18,6 +18,6 @@ def portal_labels(**extra):
     return labels
 
 
-def selector(labels):
+def selector(labels: dict[str, str]) -> str:
     """A label-selector string for a dict of labels."""
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))

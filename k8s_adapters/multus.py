@@ -3,7 +3,9 @@ Whereabouts' IPPool objects."""
 
 import ipaddress
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .labels import portal_labels
 
@@ -27,12 +29,14 @@ class PoolSpec:
     exclude: tuple[str, ...] = ()
 
 
-def _plugin(spec):
+def _plugin(spec: PoolSpec) -> dict[str, Any]:
     kind, mode = spec.cni_type.split("-")
     return {"type": kind, "master": spec.master, "mode": mode, "mtu": spec.mtu}
 
 
-def _nad(name, namespace, tenant, pool, config):
+def _nad(
+    name: str, namespace: str, tenant: str, pool: str, config: dict[str, Any]
+) -> dict[str, Any]:
     labels = portal_labels(tenant=tenant, component="network")
     labels["gpu-portal.io/ip-pool"] = pool
     return {
@@ -43,10 +47,10 @@ def _nad(name, namespace, tenant, pool, config):
     }
 
 
-def build_nad(spec: PoolSpec, namespace, tenant) -> dict:
+def build_nad(spec: PoolSpec, namespace: str, tenant: str) -> dict[str, Any]:
     """Addresses from Whereabouts; the network_name is the pool's, so every tenant on the pool
     draws from one Whereabouts IPPool. No gateway in IPAM: the pod's default route stays."""
-    ipam = {
+    ipam: dict[str, Any] = {
         "type": "whereabouts",
         "range": spec.cidr,
         "range_start": spec.range_start,
@@ -59,7 +63,7 @@ def build_nad(spec: PoolSpec, namespace, tenant) -> dict:
     return _nad(spec.nad_name, namespace, tenant, spec.name, config)
 
 
-def build_static_nad(spec: PoolSpec, namespace, tenant) -> dict:
+def build_static_nad(spec: PoolSpec, namespace: str, tenant: str) -> dict[str, Any]:
     """For reserved addresses: static IPAM whose address comes from the pod annotation's `ips`
     (the plugin must declare the `ips` capability)."""
     plugin = {**_plugin(spec), "capabilities": {"ips": True}, "ipam": {"type": "static"}}
@@ -67,7 +71,7 @@ def build_static_nad(spec: PoolSpec, namespace, tenant) -> dict:
     return _nad(spec.static_nad_name, namespace, tenant, spec.name, config)
 
 
-def whereabouts_pool_name(network_name, cidr):
+def whereabouts_pool_name(network_name: str, cidr: str) -> str:
     """The name Whereabouts gives the IPPool object of a range: the range normalized (':' and
     '/' become '-'), prefixed by the network name."""
     return f"{network_name}-{cidr.replace(':', '-').replace('/', '-')}"
@@ -90,6 +94,12 @@ def allocations(ippool: dict) -> list[dict]:
     ]
 
 
-def network_selection(attachments) -> str:
+def network_selection(attachments: Iterable[dict[str, Any]]) -> str:
     """The `k8s.v1.cni.cncf.io/networks` value: a JSON list of {name, interface[, ips]}."""
     return json.dumps(list(attachments))
+
+
+def pod_ref(pod: dict) -> str:
+    """A pod as Whereabouts' allocations name it: "<namespace>/<name>"."""
+    meta = pod["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"

@@ -2,8 +2,11 @@
 through a routing driver (ingress-nginx annotations, or Traefik IngressRoute + ForwardAuth).
 Both drivers send every request to the portal's one forward-auth endpoint."""
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from . import names
 from .labels import portal_labels
 
 TRAEFIK_API = "traefik.io/v1alpha1"
@@ -35,11 +38,11 @@ class EndpointSpec:
     path: str = "/"  # path prefix in path mode, "/" in host mode
 
     @property
-    def service_name(self):
-        return f"{self.job}-{self.name}"[:63]
+    def service_name(self) -> str:
+        return names.endpoint_service(self.job, self.name)
 
     @property
-    def routed(self):
+    def routed(self) -> bool:
         return self.mode == "ingress" and self.protocol == "http"
 
 
@@ -57,7 +60,7 @@ class AuthSpec:
     cache_duration: str = "30s"
 
 
-def _labels(endpoint):
+def _labels(endpoint: EndpointSpec) -> dict[str, str]:
     labels = portal_labels(
         tenant=endpoint.tenant, job=endpoint.job, owner=endpoint.owner, component="endpoint"
     )
@@ -93,7 +96,7 @@ def build_service(endpoint: EndpointSpec) -> dict:
     }
 
 
-def _job_labels(endpoints):
+def _job_labels(endpoints: Sequence[EndpointSpec]) -> dict[str, str]:
     first = endpoints[0]
     return portal_labels(
         tenant=first.tenant, job=first.job, owner=first.owner, component="endpoint"
@@ -106,7 +109,9 @@ class IngressNginx:
 
     name = "ingress-nginx"
 
-    def build(self, endpoints, auth: AuthSpec, ingress_class="nginx"):
+    def build(
+        self, endpoints: Iterable[EndpointSpec], auth: AuthSpec, ingress_class: str = "nginx"
+    ) -> list[dict[str, Any]]:
         routed = [e for e in endpoints if e.routed]
         if not routed:
             return []
@@ -120,7 +125,7 @@ class IngressNginx:
             "nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
             "nginx.ingress.kubernetes.io/proxy-body-size": "0",
         }
-        hosts = {}
+        hosts: dict[str, list[dict[str, Any]]] = {}
         for e in routed:
             hosts.setdefault(e.host, []).append(
                 {
@@ -140,7 +145,7 @@ class IngressNginx:
                 "apiVersion": "networking.k8s.io/v1",
                 "kind": "Ingress",
                 "metadata": {
-                    "name": f"{first.job}-endpoints",
+                    "name": names.job_routes(first.job),
                     "namespace": first.namespace,
                     "labels": _job_labels(routed),
                     "annotations": annotations,
@@ -156,7 +161,9 @@ class Traefik:
 
     name = "traefik"
 
-    def build(self, endpoints, auth: AuthSpec, ingress_class=""):
+    def build(
+        self, endpoints: Iterable[EndpointSpec], auth: AuthSpec, ingress_class: str = ""
+    ) -> list[dict[str, Any]]:
         routed = [e for e in endpoints if e.routed]
         if not routed:
             return []
@@ -180,7 +187,7 @@ class Traefik:
                 "apiVersion": TRAEFIK_API,
                 "kind": "IngressRoute",
                 "metadata": {
-                    "name": f"{first.job}-endpoints",
+                    "name": names.job_routes(first.job),
                     "namespace": first.namespace,
                     "labels": labels,
                 },
@@ -200,4 +207,21 @@ class Traefik:
         ]
 
 
-DRIVERS = {driver.name: driver for driver in (IngressNginx(), Traefik())}
+DRIVERS: dict[str, IngressNginx | Traefik] = {
+    driver.name: driver for driver in (IngressNginx(), Traefik())
+}
+
+
+# -- readers ----------------------------------------------------------------------------------
+
+
+def observed_service(service: dict) -> dict[str, int | str]:
+    """How a Service is reachable from outside: its node port and load-balancer address."""
+    observed: dict[str, int | str] = {}
+    ports = (service.get("spec") or {}).get("ports") or []
+    if ports and ports[0].get("nodePort"):
+        observed["node_port"] = ports[0]["nodePort"]
+    ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    if ingress and (ingress[0].get("ip") or ingress[0].get("hostname")):
+        observed["ip"] = ingress[0].get("ip") or ingress[0].get("hostname")
+    return observed

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from .labels import portal_labels
+from .labels import MANAGED_BY, PORTAL, TENANT, portal_labels
 
 GPU = "nvidia.com/gpu"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
@@ -28,8 +28,8 @@ class TenantSpec:
     parent_queue: str | None = None
 
 
-def _labels(spec):
-    return portal_labels(tenant=spec.slug, component="tenant")
+def _labels(spec: TenantSpec) -> dict[str, str]:
+    return tenant_labels(spec.slug)
 
 
 def build_namespace(spec: TenantSpec) -> dict:
@@ -113,3 +113,25 @@ def build_tenant(spec: TenantSpec) -> list[dict]:
         build_limit_range(spec),
         build_queue(spec),
     ]
+
+
+# -- readers ----------------------------------------------------------------------------------
+
+
+def tenant_labels(slug: str) -> dict[str, str]:
+    """The labels of every object a tenant's reconcile owns (what pruning selects by)."""
+    return portal_labels(tenant=slug, component="tenant")
+
+
+def namespace_tenant(namespace: dict | None) -> str | None:
+    """Which tenant a Namespace belongs to: None when it does not exist, "" when the portal
+    does not manage it."""
+    if namespace is None:
+        return None
+    labels = (namespace.get("metadata") or {}).get("labels") or {}
+    return labels.get(TENANT, "") if labels.get(MANAGED_BY) == PORTAL else ""
+
+
+def quota_used(quota: dict | None) -> dict[str, str]:
+    """status.used of a ResourceQuota ({} before the quota controller counted)."""
+    return dict(((quota or {}).get("status") or {}).get("used") or {})

@@ -1,8 +1,10 @@
 """Pure builders for a training job: the Volcano job, its workspace and data PVCs, and the
 Secret holding the owner's SSH public keys."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
+from .jobspec import JobSpec, Policy, Task
 from .labels import portal_labels
 
 VCJOB_API = "batch.volcano.sh/v1alpha1"
@@ -14,103 +16,27 @@ SSH_KEYS_PATH = "/var/run/gpu-portal/ssh"
 JOB_KINDS = ((VCJOB_API, "Job"), ("v1", "PersistentVolumeClaim"), ("v1", "Secret"))
 
 
-@dataclass(frozen=True)
-class Port:
-    name: str
-    task: str
-    container_port: int
-    protocol: str = "http"
-    mode: str = ""  # empty: the cluster's default for the protocol
-    private: bool = False  # only the job's owner may open it
-
-
-@dataclass(frozen=True)
-class Policy:
-    event: str
-    action: str
-
-
-@dataclass(frozen=True)
-class Task:
-    name: str
-    replicas: int = 1
-    gpus: int = 0
-    cpu: str = "4"
-    memory: str = "16Gi"
-    shm: str = "8Gi"
-    gpu_product: str = ""
-    runtime_class: str = "nvidia"
-    policies: tuple[Policy, ...] = ()
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """Everything a launch resolves to: the template with the user's overrides applied."""
-
-    name: str
-    namespace: str
-    queue: str
-    tenant: str
-    owner: str
-    image: str
-    tasks: tuple[Task, ...]
-    command: tuple[str, ...] = ()
-    args: tuple[str, ...] = ()
-    working_dir: str = ""
-    env: tuple[tuple[str, str], ...] = ()
-    min_available: int | None = None
-    max_retry: int = 3
-    ttl_seconds_after_finished: int | None = None
-    policies: tuple[Policy, ...] = ()
-    plugins: tuple[str, ...] = ("svc", "env")
-    topology_mode: str = ""
-    topology_highest_tier: int | None = None
-    ports: tuple[Port, ...] = ()
-    workspace_gib: int = 50
-    data_volume: str = ""  # name of the data PVC to mount at /data, if any
-    storage_class: str = ""
-    ssh_keys: tuple[str, ...] = ()
-    networks_annotation: str = ""
-    extra_env: tuple[tuple[str, str], ...] = field(default=(), compare=False)
-
-    @property
-    def total_gpus(self):
-        return sum(t.gpus * t.replicas for t in self.tasks)
-
-    @property
-    def total_replicas(self):
-        return sum(t.replicas for t in self.tasks)
-
-    @property
-    def workspace_claim(self):
-        return f"{self.name}-workspace"
-
-    @property
-    def ssh_secret(self):
-        return f"{self.name}-ssh-keys"
-
-
-def _labels(spec):
+def _labels(spec: JobSpec) -> dict[str, str]:
     return portal_labels(tenant=spec.tenant, job=spec.name, owner=spec.owner)
 
 
-def _policy(policy):
+def _policy(policy: Policy) -> dict[str, str]:
     return {"event": policy.event, "action": policy.action}
 
 
-def _resources(task):
+def _resources(task: Task) -> dict[str, dict[str, str]]:
     values = {"cpu": task.cpu, "memory": task.memory}
     if task.gpus:
         values[GPU] = str(task.gpus)
     return {"requests": dict(values), "limits": dict(values)}
 
 
-def _volumes(spec, task):
-    volumes = [
+def _volumes(spec: JobSpec, task: Task) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = [
         {"name": "workspace", "persistentVolumeClaim": {"claimName": spec.workspace_claim}},
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": task.shm}},
     ]
-    mounts = [
+    mounts: list[dict[str, Any]] = [
         {"name": "workspace", "mountPath": "/workspace"},
         {"name": "dshm", "mountPath": "/dev/shm"},  # noqa: S108
     ]
@@ -125,7 +51,7 @@ def _volumes(spec, task):
     return volumes, mounts
 
 
-def _container(spec, task, mounts):
+def _container(spec: JobSpec, task: Task, mounts: list[dict[str, Any]]) -> dict[str, Any]:
     env = [{"name": k, "value": v} for k, v in (*spec.env, *spec.extra_env)]
     env += [
         {"name": "GPU_PORTAL_JOB", "value": spec.name},
@@ -155,9 +81,9 @@ def _container(spec, task, mounts):
     return container
 
 
-def _pod_spec(spec, task):
+def _pod_spec(spec: JobSpec, task: Task) -> dict[str, Any]:
     volumes, mounts = _volumes(spec, task)
-    pod = {
+    pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [_container(spec, task, mounts)],
         "volumes": volumes,
@@ -170,7 +96,7 @@ def _pod_spec(spec, task):
     return pod
 
 
-def _task(spec, task):
+def _task(spec: JobSpec, task: Task) -> dict[str, Any]:
     metadata = {"labels": _labels(spec)}
     if spec.networks_annotation:
         metadata["annotations"] = {"k8s.v1.cni.cncf.io/networks": spec.networks_annotation}
@@ -185,7 +111,7 @@ def _task(spec, task):
 
 
 def build_vcjob(spec: JobSpec) -> dict:
-    job = {
+    job: dict[str, Any] = {
         "schedulerName": "volcano",
         "queue": spec.queue,
         "minAvailable": spec.total_replicas if spec.min_available is None else spec.min_available,
@@ -198,7 +124,7 @@ def build_vcjob(spec: JobSpec) -> dict:
     if spec.ttl_seconds_after_finished is not None:
         job["ttlSecondsAfterFinished"] = spec.ttl_seconds_after_finished
     if spec.topology_mode:
-        topology = {"mode": spec.topology_mode}
+        topology: dict[str, Any] = {"mode": spec.topology_mode}
         if spec.topology_highest_tier is not None:
             topology["highestTierAllowed"] = spec.topology_highest_tier
         job["networkTopology"] = topology
@@ -223,7 +149,9 @@ def build_workspace_pvc(spec: JobSpec) -> dict:
     )
 
 
-def build_data_pvc(name, namespace, tenant, size_gib, storage_class="") -> dict:
+def build_data_pvc(
+    name: str, namespace: str, tenant: str, size_gib: int, storage_class: str = ""
+) -> dict[str, Any]:
     """A data disk: labelled for the tenant only, so deleting a job never prunes it."""
     return _pvc(
         name,
@@ -235,7 +163,14 @@ def build_data_pvc(name, namespace, tenant, size_gib, storage_class="") -> dict:
     )
 
 
-def _pvc(name, namespace, labels, size_gib, storage_class, access):
+def _pvc(
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    size_gib: int,
+    storage_class: str,
+    access: str,
+) -> dict[str, Any]:
     spec = {"accessModes": [access], "resources": {"requests": {"storage": f"{size_gib}Gi"}}}
     if storage_class:
         spec["storageClassName"] = storage_class
@@ -267,7 +202,7 @@ def build_job(spec: JobSpec) -> list[dict]:
     return objects
 
 
-def build_abort_command(namespace, job_name, job_uid) -> dict:
+def build_abort_command(namespace: str, job_name: str, job_uid: str) -> dict[str, Any]:
     """Volcano's way to abort a job (what `vcctl job suspend` sends)."""
     return {
         "apiVersion": BUS_API,
@@ -289,3 +224,62 @@ def build_abort_command(namespace, job_name, job_uid) -> dict:
         "action": "AbortJob",
         "target": {"apiVersion": VCJOB_API, "kind": "Job", "name": job_name, "uid": job_uid},
     }
+
+
+# -- readers ----------------------------------------------------------------------------------
+
+PODGROUP_API = "scheduling.volcano.sh/v1beta1"
+QUEUE_API = "scheduling.volcano.sh/v1beta1"
+COUNTERS = ("pending", "running", "succeeded", "failed")
+FINISHED_PHASES = frozenset({"Completed", "Failed", "Terminated", "Aborted"})
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """What the portal reads of a Volcano job's status."""
+
+    name: str
+    uid: str
+    phase: str  # "" before the controller's first status
+    message: str
+    counts: dict[str, int]
+
+
+def read_job(vcjob: dict) -> JobStatus:
+    status = vcjob.get("status") or {}
+    state = status.get("state") or {}
+    return JobStatus(
+        name=vcjob["metadata"]["name"],
+        uid=vcjob["metadata"].get("uid", ""),
+        phase=state.get("phase") or "",
+        message=state.get("message") or "",
+        counts={k: int(status.get(k) or 0) for k in COUNTERS},
+    )
+
+
+def podgroup_name(job_name: str, job_uid: str) -> str:
+    """The PodGroup Volcano's job controller creates for a job."""
+    return f"{job_name}-{job_uid}"
+
+
+def unschedulable_messages(podgroup: dict | None) -> list[str]:
+    """The scheduler's reasons from a PodGroup's Unschedulable conditions."""
+    conditions = ((podgroup or {}).get("status") or {}).get("conditions") or []
+    return [
+        c.get("message", "")
+        for c in conditions
+        if c.get("type") == "Unschedulable" and c.get("status") == "True"
+    ]
+
+
+@dataclass(frozen=True)
+class QueueFacts:
+    state: str  # Open, Closed, Closing, Unknown
+    parent: str
+
+
+def read_queue(queue: dict) -> QueueFacts:
+    return QueueFacts(
+        state=(queue.get("status") or {}).get("state") or "Open",
+        parent=(queue.get("spec") or {}).get("parent") or "",
+    )

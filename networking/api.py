@@ -5,7 +5,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from portal.fields import NAME_REGEX, SlugRelatedField
+from core.fields import NAME_REGEX, SlugRelatedField
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.models import Tenant
 
@@ -30,9 +30,10 @@ class PoolSerializer(serializers.ModelSerializer):
             "conflicts",
             "observed_allocations",
             "observed_at",
+            "sync_state",
             "sync_message",
         ]
-        read_only_fields = ["observed_allocations", "observed_at", "sync_message"]
+        read_only_fields = ["observed_allocations", "observed_at", "sync_state", "sync_message"]
 
     def get_usage(self, pool) -> dict:
         return utilization(pool, pool.reservations.count())

@@ -6,8 +6,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
 
+from core.models import Reconciled
+from core.validators import validate_dns1123_label
 from tenants.models import Tenant
-from tenants.validators import validate_dns1123_label
 
 from . import ipmath
 from .choices import CniType, Purpose
@@ -43,7 +44,7 @@ class IPPoolQuerySet(models.QuerySet):
         return self.filter(tenants=tenant)
 
 
-class IPPool(models.Model):
+class IPPool(Reconciled):
     """An L2 address range handed out by Whereabouts, attached to pods through Multus."""
 
     name = models.CharField(max_length=40, unique=True, validators=[validate_dns1123_label])
@@ -80,7 +81,6 @@ class IPPool(models.Model):
         help_text=("Whereabouts' allocations read from its IPPool objects: [{address, podref}]."),
     )
     observed_at = models.DateTimeField(null=True, blank=True)
-    sync_message = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = IPPoolQuerySet.as_manager()

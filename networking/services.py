@@ -1,29 +1,35 @@
 """Writes to IP pools and reservations: validated, locked, audited, reconciled after commit."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from portal.reconcile import enqueue
+from core.reconcile import enqueue, send
 from tenants.services import record
 
 from . import ipmath
 from .allocation import first_free
 from .models import POOL_FIELDS, IPPool, IPReservation
 
+if TYPE_CHECKING:
+    from tenants.models import Tenant
 
-def snapshot(pool):
+
+def snapshot(pool: IPPool) -> dict[str, Any]:
     data = {f: getattr(pool, f) for f in POOL_FIELDS}
     data["tenants"] = sorted(pool.tenants.values_list("slug", flat=True)) if pool.pk else []
     return data
 
 
-def _reconcile(pool):
-    from .tasks import reconcile_pool
-
-    enqueue(reconcile_pool, pool.pk)
+def _reconcile(pool: IPPool) -> None:
+    enqueue("networking.reconcile_pool", pool.pk)
 
 
-def _check_overlap(pool):
+def _check_overlap(pool: IPPool) -> None:
     """No two pools of one L2 domain (same VLAN on the same host interface) may overlap."""
     mine = pool.interval
     same_domain = IPPool.objects.filter(vlan=pool.vlan, master=pool.master).exclude(pk=pool.pk)
@@ -40,12 +46,12 @@ def _check_overlap(pool):
             )
 
 
-def _check_shrink(pool):
+def _check_shrink(pool: IPPool) -> None:
     """Refuse a range or exclusions that would drop live reservations or allocations."""
     start, end = pool.interval
     excluded = pool.excluded_intervals()
 
-    def outside(value):
+    def outside(value: int) -> bool:
         return not start <= value <= end or ipmath.skip(value, excluded) != value
 
     lost = [
@@ -67,14 +73,14 @@ def _check_shrink(pool):
         )
 
 
-def _validate(pool):
+def _validate(pool: IPPool) -> None:
     pool.exclusions = [text.strip() for text in pool.exclusions if text.strip()]
     pool.full_clean(exclude=["tenants"])
     _check_overlap(pool)
 
 
 @transaction.atomic
-def create_pool(*, actor, tenants=(), **fields):
+def create_pool(*, actor: Any, tenants: Iterable[Tenant] = (), **fields: Any) -> IPPool:
     pool = IPPool(**fields)
     _validate(pool)
     pool.save()
@@ -85,7 +91,9 @@ def create_pool(*, actor, tenants=(), **fields):
 
 
 @transaction.atomic
-def update_pool(pool, *, actor, tenants=None, **changes):
+def update_pool(
+    pool: IPPool, *, actor: Any, tenants: Iterable[Tenant] | None = None, **changes: Any
+) -> IPPool:
     pool = IPPool.objects.select_for_update().get(pk=pool.pk)
     before = snapshot(pool)
     changes.pop("name", None)  # names NetworkAttachmentDefinitions: never changes
@@ -105,7 +113,17 @@ def update_pool(pool, *, actor, tenants=None, **changes):
 
 
 @transaction.atomic
-def reserve_address(pool, *, tenant, owner, actor, address=None, job=None, pinned=False, note=""):
+def reserve_address(
+    pool: IPPool,
+    *,
+    tenant: Tenant,
+    owner: Any,
+    actor: Any,
+    address: str | None = None,
+    job: Any = None,  # a jobs.Job: networking sits below jobs and does not import it
+    pinned: bool = False,
+    note: str = "",
+) -> IPReservation:
     """Reserve the given address, or the first free one; a ValidationError (409 in the API)
     when the pool is full or the address is taken."""
     pool = IPPool.objects.select_for_update().get(pk=pool.pk)
@@ -163,7 +181,7 @@ def reserve_address(pool, *, tenant, owner, actor, address=None, job=None, pinne
 
 
 @transaction.atomic
-def release_address(reservation, *, actor):
+def release_address(reservation: IPReservation, *, actor: Any) -> None:
     record(
         actor,
         "ip_reservation.release",
@@ -178,9 +196,22 @@ def release_address(reservation, *, actor):
     _reconcile(reservation.pool)
 
 
-def release_for_job(job, *, actor=None):
+def release_for_job(job: Any, *, actor: Any = None) -> None:
     """Free the job's reservations, except pinned ones (which outlive it)."""
     for reservation in IPReservation.objects.filter(job=job, pinned=False).select_related(
         "pool", "tenant"
     ):
         release_address(reservation, actor=actor)
+
+
+@transaction.atomic
+def release_allocation(pool: IPPool, address: str, *, actor: Any) -> None:
+    """Ask a worker to remove Whereabouts' allocation of `address` from the pool's IPPool."""
+    try:
+        value = ipmath.to_int(address)
+    except ValueError as exc:
+        raise ValidationError({"address": f"'{address}' is not an IPv4 address."}) from exc
+    if not int(pool.network.network_address) <= value <= int(pool.network.broadcast_address):
+        raise ValidationError({"address": f"{address} is not in {pool.network}."})
+    record(actor, "ip_pool.release_allocation", pool, before={"address": address})
+    send("networking.release_allocation", pool.pk, address)

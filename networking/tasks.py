@@ -7,8 +7,9 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from core.cluster import get_cluster
+from core.reconcile import RETRY, enqueue_all, reconciler
 from k8s_adapters.client import ObjectRef
-from k8s_adapters.errors import PermanentK8sError, TransientK8sError
 from k8s_adapters.labels import portal_labels
 from k8s_adapters.multus import (
     NAD_API,
@@ -17,11 +18,9 @@ from k8s_adapters.multus import (
     allocations,
     build_nad,
     build_static_nad,
+    pod_ref,
     whereabouts_pool_name,
 )
-from portal.k8s import get_cluster
-from portal.reconcile import enqueue, exclusive, started
-from tenants.tasks import RETRY
 
 from . import ipmath
 from .models import IPPool
@@ -52,27 +51,11 @@ def _labels(pool):
     return labels
 
 
-@shared_task(name="networking.reconcile_pool", ignore_result=True, **RETRY)
-def reconcile_pool(pool_id):
-    started(reconcile_pool.name, pool_id)
-    with exclusive(reconcile_pool, "ip-pool", pool_id) as acquired:
-        if not acquired:
-            return
-        pool = IPPool.objects.filter(pk=pool_id).first()
-        if pool is None:
-            return
-        try:
-            _apply(pool)
-            observed = _observe(pool)
-        except PermanentK8sError as exc:
-            IPPool.objects.filter(pk=pool.pk).update(sync_message=exc.message)
-            return
-        except TransientK8sError as exc:
-            IPPool.objects.filter(pk=pool.pk).update(sync_message=f"{exc.message} (retrying)")
-            raise
-        IPPool.objects.filter(pk=pool.pk).update(
-            observed_allocations=observed, observed_at=timezone.now(), sync_message=""
-        )
+@reconciler("ip-pool", IPPool, name="networking.reconcile_pool")
+def reconcile_pool(pool):
+    """A NAD pair in every allowed tenant's namespace; Whereabouts' allocations read back."""
+    _apply(pool)
+    return {"observed_allocations": _observe(pool), "observed_at": timezone.now()}
 
 
 def _apply(pool):
@@ -99,11 +82,7 @@ def _observe(pool):
     ippool = cluster.get(WHEREABOUTS_API, "IPPool", name, settings.WHEREABOUTS_NAMESPACE)
     found = allocations(ippool) if ippool else []
     namespaces = {a["podref"].split("/", 1)[0] for a in found if "/" in a["podref"]}
-    pods = {
-        f"{ns}/{p['metadata']['name']}"
-        for ns in namespaces
-        for p in cluster.list("v1", "Pod", namespace=ns)
-    }
+    pods = {pod_ref(p) for ns in namespaces for p in cluster.list("v1", "Pod", namespace=ns)}
     return [{**a, "pod_exists": a["podref"] in pods} for a in found]
 
 
@@ -120,10 +99,9 @@ def release_allocation(pool_id, address):
         {"spec": {"allocations": {str(offset): None}}},
         namespace=settings.WHEREABOUTS_NAMESPACE,
     )
-    reconcile_pool(pool_id)
+    reconcile_pool(pool_id)  # read the allocations back now, in this run
 
 
 @shared_task(name="networking.resync_pools", ignore_result=True)
 def resync_pools():
-    for pk in IPPool.objects.values_list("pk", flat=True):
-        enqueue(reconcile_pool, pk)
+    enqueue_all("networking.reconcile_pool", IPPool.objects.values_list("pk", flat=True))

@@ -6,14 +6,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from tenants.access import require_platform_admin
-from tenants.services import record
 from tenants.views import apply_errors
 
 from . import services
 from .conflicts import find, utilization
 from .forms import PoolForm, ReserveForm
 from .models import IPPool, IPReservation
-from .tasks import release_allocation
 
 
 def _pool(request, name):
@@ -105,7 +103,10 @@ def release_reservation(request, name, reservation_id):
 def release_whereabouts_allocation(request, name):
     pool = _pool(request, name)
     address = request.POST.get("address", "")
-    record(request.user, "ip_pool.release_allocation", pool, before={"address": address})
-    release_allocation.delay(pool.pk, address)
-    messages.success(request, f"Releasing Whereabouts' allocation of {address}.")
+    try:
+        services.release_allocation(pool, address, actor=request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, f"Releasing Whereabouts' allocation of {address}.")
     return redirect(pool)

@@ -6,13 +6,12 @@ from django.shortcuts import render
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core import snapshot as store
 from jobs.choices import JobState
 from jobs.models import Job
 from k8s_adapters.inventory import unfittable
 from tenants.access import require_platform_admin
 from tenants.models import Tenant
-
-from . import cluster
 
 NODES_PER_PAGE = 200
 SORTS = {
@@ -72,7 +71,7 @@ def tenant_usage(snapshot, tenants):
 
 
 def console_data(params):
-    snapshot = cluster.read() or _empty()
+    snapshot = store.read() or _empty()
     nodes = snapshot["nodes"]
     if params.get("product"):
         nodes = [n for n in nodes if n["product"] == params["product"]]
@@ -102,13 +101,13 @@ def console(request):
             "page": page,
             "params": request.GET,
             "query": query.urlencode(),
-            "chart": cluster.chart(cluster.history()),
+            "chart": store.chart(store.history()),
         },
     )
 
 
 def capacity_data(user):
-    snapshot = cluster.read() or _empty()
+    snapshot = store.read() or _empty()
     return {
         "at": snapshot["at"],
         "products": snapshot["products"],

@@ -6,7 +6,7 @@ from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 
-from .k8s import get_cluster
+from core.cluster import get_cluster
 
 
 def _database():

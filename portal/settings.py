@@ -49,6 +49,8 @@ INSTALLED_APPS = [
     "allauth.account",
     "allauth.socialaccount",
     "allauth.socialaccount.providers.openid_connect",
+    "core",
+    "accounts",
     "portal",
     "tenants",
     "jobs",
@@ -156,7 +158,7 @@ CELERY_BEAT_SCHEDULE = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "portal.authentication.BearerTokenAuthentication",
+        "accounts.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "EXCEPTION_HANDLER": "portal.api_errors.exception_handler",
@@ -223,8 +225,8 @@ CELERY_BEAT_SCHEDULE["endpoints"] = {
 # -- Sign-in ----------------------------------------------------------------------------------
 # Local password accounts can be switched off (SSO only).
 PASSWORD_LOGIN_ENABLED = env.bool("PASSWORD_LOGIN", default=True)
-ACCOUNT_ADAPTER = "portal.auth.AccountAdapter"
-SOCIALACCOUNT_ADAPTER = "portal.auth.SocialAccountAdapter"
+ACCOUNT_ADAPTER = "accounts.adapters.AccountAdapter"
+SOCIALACCOUNT_ADAPTER = "accounts.adapters.SocialAccountAdapter"
 ACCOUNT_LOGIN_METHODS = {"username"}
 ACCOUNT_SIGNUP_FIELDS = ["username*", "password1*"]
 ACCOUNT_EMAIL_VERIFICATION = "none"

@@ -3,13 +3,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from accounts import views as profile
 from jobs import api as jobs_api
 from jobs import forward_auth
 from networking import api as networking_api
 from tenants import api as tenants_api
 from tenants import views as tenants_views
 
-from . import console, health, profile
+from . import console, health
 
 router = DefaultRouter()
 router.register("tenants", tenants_api.TenantViewSet, basename="tenant")

@@ -3,7 +3,7 @@ from rest_framework import mixins, permissions, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from portal.fields import ID_REGEX, NAME_REGEX
+from core.fields import ID_REGEX, NAME_REGEX
 
 from . import services
 from .access import get_tenant_for_user, require_platform_admin

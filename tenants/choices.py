@@ -12,12 +12,6 @@ class TenantState(models.TextChoices):
     ARCHIVED = "archived", "Archived"
 
 
-class SyncState(models.TextChoices):
-    PENDING = "pending", "Pending"
-    IN_SYNC = "in_sync", "In sync"
-    ERROR = "error", "Error"
-
-
 class MembershipSource(models.TextChoices):
     MANUAL = "manual", "Added in the portal"
     SSO = "sso", "From SSO groups"

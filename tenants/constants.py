@@ -11,3 +11,24 @@ MAX_STORAGE_GIB = 1_000_000_000
 MAX_PVCS = 1_000_000
 MAX_RUNNING_JOBS = 1_000_000
 MAX_ENDPOINT_HOURS = 24 * 365
+
+# The tenant fields forms, the API and audit snapshots share: quotas and limits, then queue.
+QUOTA_FIELDS = [
+    "gpu_quota",
+    "cpu_quota",
+    "memory_quota_gib",
+    "storage_quota_gib",
+    "pvc_quota",
+    "max_running_jobs",
+    "member_gpu_cap",
+    "endpoint_default_hours",
+    "endpoint_max_hours",
+]
+QUEUE_FIELDS = [
+    "queue_weight",
+    "queue_deserved_gpus",
+    "queue_guarantee_gpus",
+    "queue_reclaimable",
+    "parent_queue",
+]
+TENANT_FIELDS = ["slug", "display_name", "state", *QUOTA_FIELDS, *QUEUE_FIELDS]

@@ -2,26 +2,8 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from .choices import Role
+from .constants import QUEUE_FIELDS, QUOTA_FIELDS
 from .models import Tenant
-
-QUOTA_FIELDS = [
-    "gpu_quota",
-    "cpu_quota",
-    "memory_quota_gib",
-    "storage_quota_gib",
-    "pvc_quota",
-    "max_running_jobs",
-    "member_gpu_cap",
-    "endpoint_default_hours",
-    "endpoint_max_hours",
-]
-QUEUE_FIELDS = [
-    "queue_weight",
-    "queue_deserved_gpus",
-    "queue_guarantee_gpus",
-    "queue_reclaimable",
-    "parent_queue",
-]
 
 
 class TenantForm(forms.ModelForm):

@@ -1,10 +1,10 @@
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from portal.fields import SlugRelatedField
+from core.fields import SlugRelatedField
 
 from .choices import Role
-from .forms import QUEUE_FIELDS, QUOTA_FIELDS
+from .constants import QUEUE_FIELDS, QUOTA_FIELDS
 from .models import AuditEvent, Membership, Tenant
 
 

@@ -1,49 +1,44 @@
 """Writes to tenants and memberships: validated, atomic, audited, reconciled after commit."""
 
+from collections.abc import Callable
+from typing import Any
+
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import models, transaction
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
+from core.cluster import get_cluster, node_gpus
+from core.models import SyncState
+from core.reconcile import enqueue
 from k8s_adapters.errors import K8sError
-from k8s_adapters.labels import MANAGED_BY, PORTAL, TENANT
 from k8s_adapters.quantity import to_decimal
-from portal.k8s import get_cluster
-from portal.reconcile import enqueue
+from k8s_adapters.tenant import namespace_tenant, quota_used
+from k8s_adapters.volcano import FINISHED_PHASES, read_job
 
-from .choices import MembershipSource, SyncState, TenantState
+from .choices import MembershipSource, TenantState
+from .constants import TENANT_FIELDS
 from .models import AuditEvent, Membership, Tenant
-
-TENANT_FIELDS = [
-    "slug",
-    "display_name",
-    "state",
-    "gpu_quota",
-    "cpu_quota",
-    "memory_quota_gib",
-    "storage_quota_gib",
-    "pvc_quota",
-    "max_running_jobs",
-    "member_gpu_cap",
-    "endpoint_default_hours",
-    "endpoint_max_hours",
-    "queue_weight",
-    "queue_deserved_gpus",
-    "queue_guarantee_gpus",
-    "queue_reclaimable",
-    "parent_queue",
-]
 
 # Other apps register callables tenant -> list of descriptions of what keeps it from being
 # archived (the jobs app lists its active jobs).
-archive_blockers = []
+archive_blockers: list[Callable[[Tenant], list[str]]] = []
 
 
-def tenant_snapshot(tenant):
+def tenant_snapshot(tenant: Tenant) -> dict[str, Any]:
     return model_to_dict(tenant, fields=TENANT_FIELDS)
 
 
-def record(actor, action, obj, *, tenant=None, before=None, after=None, actor_name=None):
+def record(
+    actor: Any,
+    action: str,
+    obj: models.Model,
+    *,
+    tenant: Tenant | None = None,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    actor_name: str | None = None,
+) -> AuditEvent:
     return AuditEvent.objects.create(
         actor=actor if getattr(actor, "pk", None) else None,
         actor_name=actor_name or getattr(actor, "username", "") or "system",
@@ -56,22 +51,19 @@ def record(actor, action, obj, *, tenant=None, before=None, after=None, actor_na
     )
 
 
-def _reconcile(tenant):
-    from .tasks import reconcile_tenant
-
-    enqueue(reconcile_tenant, tenant.pk)
+def _reconcile(tenant: Tenant) -> None:
+    enqueue("tenants.reconcile_tenant", tenant.pk)
 
 
 # -- checks against the cluster -------------------------------------------------------------
 
 
-def _check_namespace_is_ours(tenant):
+def _check_namespace_is_ours(tenant: Tenant) -> None:
     try:
-        namespace = get_cluster().get("v1", "Namespace", tenant.namespace)
+        owner = namespace_tenant(get_cluster().get("v1", "Namespace", tenant.namespace))
     except K8sError:
         return  # unreachable now: the reconciler checks again and records what it finds
-    labels = (namespace or {}).get("metadata", {}).get("labels") or {}
-    if namespace and (labels.get(MANAGED_BY) != PORTAL or labels.get(TENANT) != tenant.slug):
+    if owner is not None and owner != tenant.slug:
         raise ValidationError(
             {
                 "slug": (
@@ -82,28 +74,15 @@ def _check_namespace_is_ours(tenant):
         )
 
 
-def cluster_gpus():
-    """Allocatable nvidia.com/gpu summed over all nodes, or None when the cluster can't say."""
-    try:
-        nodes = get_cluster().list("v1", "Node")
-    except K8sError:
-        return None
-    return int(
-        sum(
-            to_decimal(n.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", 0))
-            for n in nodes
-        )
-    )
-
-
-def _check_guarantees(tenant):
+def _check_guarantees(tenant: Tenant) -> None:
     if not tenant.queue_guarantee_gpus:
         return
     others = (
         Tenant.objects.active().exclude(pk=tenant.pk).values_list("queue_guarantee_gpus", flat=True)
     )
     total = sum(others) + tenant.queue_guarantee_gpus
-    capacity = cluster_gpus()
+    summary = node_gpus()
+    capacity = summary.total if summary else None
     if capacity is not None and total > capacity:
         raise ValidationError(
             {
@@ -125,21 +104,21 @@ QUOTA_CHECKS = [
 ]
 
 
-def current_usage(tenant):
+def current_usage(tenant: Tenant) -> dict[str, str]:
     """status.used of the tenant's ResourceQuota, fresh from the cluster when it answers."""
     try:
         quota = get_cluster().get("v1", "ResourceQuota", "gpu-portal", tenant.namespace)
     except K8sError:
         return tenant.observed_usage or {}
-    return ((quota or {}).get("status") or {}).get("used") or tenant.observed_usage or {}
+    return quota_used(quota) or tenant.observed_usage or {}
 
 
-def _check_not_below_usage(tenant, before):
+def _check_not_below_usage(tenant: Tenant, before: dict[str, Any]) -> None:
     lowered = [row for row in QUOTA_CHECKS if getattr(tenant, row[0]) < before[row[0]]]
     if not lowered:
         return
     used = current_usage(tenant)
-    errors = {}
+    errors: dict[str, str] = {}
     for field, resource, scale, unit in lowered:
         in_use = scale(to_decimal(used.get(resource, 0)))
         if getattr(tenant, field) < in_use:
@@ -154,7 +133,7 @@ def _check_not_below_usage(tenant, before):
 
 
 @transaction.atomic
-def create_tenant(*, actor, **fields):
+def create_tenant(*, actor: Any, **fields: Any) -> Tenant:
     tenant = Tenant(**fields)
     tenant.full_clean()
     _check_namespace_is_ours(tenant)
@@ -166,7 +145,7 @@ def create_tenant(*, actor, **fields):
 
 
 @transaction.atomic
-def update_tenant(tenant, *, actor, **changes):
+def update_tenant(tenant: Tenant, *, actor: Any, **changes: Any) -> Tenant:
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     if tenant.is_archived:
         raise ValidationError("This tenant is archived; it cannot be changed.")
@@ -187,24 +166,21 @@ def update_tenant(tenant, *, actor, **changes):
     return tenant
 
 
-def archive_blocked_by(tenant):
+def archive_blocked_by(tenant: Tenant) -> list[str]:
     """Descriptions of what keeps this tenant from being archived (active jobs)."""
     blockers = [item for check in archive_blockers for item in check(tenant)]
     try:
         vcjobs = get_cluster().list("batch.volcano.sh/v1alpha1", "Job", namespace=tenant.namespace)
     except K8sError as exc:
         raise ValidationError(f"Cannot check the tenant's jobs in the cluster: {exc}") from exc
-    done = {"Completed", "Failed", "Terminated", "Aborted"}
-    for job in vcjobs:
-        phase = ((job.get("status") or {}).get("state") or {}).get("phase") or "Pending"
-        name = f"Volcano job {job['metadata']['name']} ({phase})"
-        if phase not in done and name not in blockers:
-            blockers.append(name)
+    for status in map(read_job, vcjobs):
+        if status.phase not in FINISHED_PHASES:
+            blockers.append(f"Volcano job {status.name} ({status.phase or 'Pending'})")
     return sorted(set(blockers))
 
 
 @transaction.atomic
-def archive_tenant(tenant, *, actor):
+def archive_tenant(tenant: Tenant, *, actor: Any) -> Tenant:
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     if tenant.is_archived:
         return tenant
@@ -229,7 +205,7 @@ def archive_tenant(tenant, *, actor):
 # -- memberships ------------------------------------------------------------------------------
 
 
-def _membership_snapshot(membership):
+def _membership_snapshot(membership: Membership) -> dict[str, str]:
     return {
         "user": membership.user.username,
         "tenant": membership.tenant.slug,
@@ -239,7 +215,9 @@ def _membership_snapshot(membership):
 
 
 @transaction.atomic
-def add_member(tenant, user, role, *, actor, source=MembershipSource.MANUAL):
+def add_member(
+    tenant: Tenant, user: Any, role: str, *, actor: Any, source: str = MembershipSource.MANUAL
+) -> Membership:
     if Membership.objects.filter(tenant=tenant, user=user).exists():
         raise ValidationError({"user": f"{user.username} is already a member of {tenant.slug}."})
     membership = Membership.objects.create(tenant=tenant, user=user, role=role, source=source)
@@ -250,7 +228,7 @@ def add_member(tenant, user, role, *, actor, source=MembershipSource.MANUAL):
 
 
 @transaction.atomic
-def change_member_role(membership, role, *, actor):
+def change_member_role(membership: Membership, role: str, *, actor: Any) -> Membership:
     before = _membership_snapshot(membership)
     if membership.role == role:
         return membership
@@ -268,7 +246,7 @@ def change_member_role(membership, role, *, actor):
 
 
 @transaction.atomic
-def remove_member(membership, *, actor):
+def remove_member(membership: Membership, *, actor: Any) -> None:
     before = _membership_snapshot(membership)
     membership.delete()
     record(actor, "membership.remove", membership, tenant=membership.tenant, before=before)

@@ -2,7 +2,10 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from k8s_adapters.names import endpoint_service
+
 from ..choices import Protocol
+from ..routes import endpoint_host, endpoint_path
 
 
 class EndpointMode(models.TextChoices):
@@ -48,20 +51,11 @@ class Endpoint(models.Model):
 
     @property
     def path(self):
-        if settings.ENDPOINT_ROUTE == "host":
-            return "/"
-        return (
-            f"{settings.ENDPOINT_PATH_PREFIX}/{self.job.tenant.slug}/{self.job.name}/{self.name}/"
-        )
+        return endpoint_path(self.job.tenant.slug, self.job.name, self.name)
 
     @property
     def host(self):
-        if settings.ENDPOINT_ROUTE == "host":
-            return (
-                f"{self.name}--{self.job.name}--{self.job.tenant.slug}."
-                f"{settings.ENDPOINT_WILDCARD_DOMAIN}"
-            )
-        return settings.ENDPOINT_HOST
+        return endpoint_host(self.job.tenant.slug, self.job.name, self.name)
 
     @property
     def url(self):
@@ -76,5 +70,5 @@ class Endpoint(models.Model):
             return f"{self.protocol}://<any node>:{self.observed['node_port']}"
         if self.mode == EndpointMode.LOADBALANCER and self.observed.get("ip"):
             return f"{self.protocol}://{self.observed['ip']}:{self.container_port}"
-        service = f"{self.job.name}-{self.name}"[:63]
+        service = endpoint_service(self.job.name, self.name)
         return f"{self.protocol}://{service}.{self.job.tenant.namespace}.svc:{self.container_port}"

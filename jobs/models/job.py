@@ -2,7 +2,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from k8s_adapters.volcano import JobSpec, Policy, Port, Task
+from core.models import Reconciled
+from k8s_adapters.jobspec import JobSpec
 from tenants.models import Tenant
 
 from ..choices import ACTIVE, FINISHED, HOLDING, JobState
@@ -19,7 +20,7 @@ class JobQuerySet(models.QuerySet):
         return self.filter(state__in=ACTIVE)
 
 
-class Job(models.Model):
+class Job(Reconciled):
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="jobs")
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs"
@@ -79,18 +80,7 @@ class Job(models.Model):
         return self.state in FINISHED
 
     def job_spec(self) -> JobSpec:
-        data = dict(self.spec)
-        data["tasks"] = tuple(
-            Task(**{**t, "policies": tuple(Policy(**p) for p in t.get("policies", ()))})
-            for t in data["tasks"]
-        )
-        data["policies"] = tuple(Policy(**p) for p in data.get("policies", ()))
-        data["ports"] = tuple(Port(**p) for p in data.get("ports", ()))
-        for key in ("command", "args", "plugins", "ssh_keys"):
-            data[key] = tuple(data.get(key, ()))
-        for key in ("env", "extra_env"):
-            data[key] = tuple(tuple(pair) for pair in data.get(key, ()))
-        return JobSpec(**data)
+        return JobSpec.from_dict(self.spec)
 
 
 class JobEvent(models.Model):

@@ -1,15 +1,21 @@
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
+from core.validators import validate_dns1123_label
 from tenants.models import Tenant
-from tenants.validators import validate_dns1123_label
 
 
 class JobTemplateQuerySet(models.QuerySet):
     def for_user(self, user):
         """Global templates plus those of the user's tenants."""
         return self.filter(Q(tenant__isnull=True) | Q(tenant__in=Tenant.objects.for_user(user)))
+
+    def for_tenant(self, tenant):
+        """What a launch in `tenant` may use: its own templates first, then global ones."""
+        return self.filter(Q(tenant__isnull=True) | Q(tenant=tenant)).order_by(
+            F("tenant").asc(nulls_last=True), "name"
+        )
 
 
 class JobTemplate(models.Model):

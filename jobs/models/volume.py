@@ -1,8 +1,9 @@
 from django.conf import settings
 from django.db import models
 
+from core.models import Reconciled
+from core.validators import validate_dns1123_label
 from tenants.models import Tenant
-from tenants.validators import validate_dns1123_label
 
 
 class DataVolumeQuerySet(models.QuerySet):
@@ -10,7 +11,7 @@ class DataVolumeQuerySet(models.QuerySet):
         return self.filter(tenant__in=Tenant.objects.for_user(user))
 
 
-class DataVolume(models.Model):
+class DataVolume(Reconciled):
     """A data disk (PVC) that outlives jobs and can be attached to later ones."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="data_volumes")
@@ -22,7 +23,6 @@ class DataVolume(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     delete_requested = models.BooleanField(default=False)
-    sync_message = models.TextField(blank=True)
 
     objects = DataVolumeQuerySet.as_manager()
 

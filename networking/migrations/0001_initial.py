@@ -3,7 +3,7 @@
 import django.core.validators
 import django.db.models.deletion
 import networking.models
-import tenants.validators
+import core.validators
 from django.conf import settings
 from django.db import migrations, models
 
@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
             name='IPPool',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=40, unique=True, validators=[tenants.validators.validate_dns1123_label])),
+                ('name', models.CharField(max_length=40, unique=True, validators=[core.validators.validate_dns1123_label])),
                 ('purpose', models.CharField(choices=[('management', 'Management (SSH, control)'), ('compute', 'Compute (NCCL / Gloo traffic)'), ('storage', 'Storage')], default='compute', max_length=16)),
                 ('cidr', models.CharField(help_text='For example 10.20.0.0/16.', max_length=18, verbose_name='CIDR')),
                 ('range_start', models.GenericIPAddressField(protocol='IPv4')),

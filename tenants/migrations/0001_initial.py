@@ -3,7 +3,7 @@
 import django.core.validators
 import django.db.models.deletion
 import tenants.models.tenant
-import tenants.validators
+import core.validators
 from django.conf import settings
 from django.db import migrations, models
 
@@ -37,7 +37,7 @@ class Migration(migrations.Migration):
                 ('queue_deserved_gpus', models.PositiveIntegerField(blank=True, help_text='Fair share; empty means the whole quota. Idle GPUs above it can be borrowed.', null=True, validators=[django.core.validators.MinValueValidator(0), django.core.validators.MaxValueValidator(100000)], verbose_name='Deserved GPUs')),
                 ('queue_guarantee_gpus', models.PositiveIntegerField(default=0, help_text='Reserved for this tenant even when idle.', validators=[django.core.validators.MinValueValidator(0), django.core.validators.MaxValueValidator(100000)], verbose_name='Guaranteed GPUs')),
                 ('queue_reclaimable', models.BooleanField(default=True, help_text='GPUs this tenant borrows can be reclaimed by others.')),
-                ('parent_queue', models.CharField(blank=True, help_text='Optional parent Volcano queue (a department) for hierarchical queues.', max_length=63, validators=[tenants.validators.validate_dns1123_label])),
+                ('parent_queue', models.CharField(blank=True, help_text='Optional parent Volcano queue (a department) for hierarchical queues.', max_length=63, validators=[core.validators.validate_dns1123_label])),
                 ('sync_state', models.CharField(choices=[('pending', 'Pending'), ('in_sync', 'In sync'), ('error', 'Error')], default='pending', max_length=16)),
                 ('sync_message', models.TextField(blank=True)),
                 ('synced_at', models.DateTimeField(blank=True, null=True)),

@@ -7,9 +7,8 @@ from ..choices import MembershipSource, Role
 class MembershipQuerySet(models.QuerySet):
     def for_user(self, user):
         """Memberships of the tenants this user may see."""
-        from .tenant import Tenant
-
-        return self.filter(tenant__in=Tenant.objects.for_user(user))
+        tenants = self.model._meta.get_field("tenant").related_model.objects
+        return self.filter(tenant__in=tenants.for_user(user))
 
 
 class Membership(models.Model):

@@ -3,11 +3,12 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
 
+from core.models import Reconciled
+from core.validators import validate_dns1123_label
 from k8s_adapters.tenant import TenantSpec
 
 from .. import constants as c
-from ..choices import Role, SyncState, TenantState
-from ..validators import validate_dns1123_label
+from ..choices import Role, TenantState
 
 
 def _slug(value):
@@ -34,7 +35,7 @@ def _limit(upper):
     return [MinValueValidator(0), MaxValueValidator(upper)]
 
 
-class Tenant(models.Model):
+class Tenant(Reconciled):
     slug = models.CharField(
         max_length=c.SLUG_MAX_LENGTH,
         unique=True,
@@ -103,9 +104,6 @@ class Tenant(models.Model):
         help_text="Optional parent Volcano queue (a department) for hierarchical queues.",
     )
 
-    sync_state = models.CharField(max_length=16, choices=SyncState, default=SyncState.PENDING)
-    sync_message = models.TextField(blank=True)
-    synced_at = models.DateTimeField(null=True, blank=True)
     observed_usage = models.JSONField(
         default=dict, blank=True, help_text="status.used of the tenant's ResourceQuota."
     )

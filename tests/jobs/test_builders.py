@@ -1,4 +1,5 @@
-from k8s_adapters.volcano import JobSpec, Policy, Port, Task, build_data_pvc, build_job, build_vcjob
+from k8s_adapters.jobspec import JobSpec, Policy, Port, Task
+from k8s_adapters.volcano import build_data_pvc, build_job, build_vcjob
 
 LABELS = {
     "app.kubernetes.io/managed-by": "gpu-portal",

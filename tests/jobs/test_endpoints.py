@@ -11,11 +11,11 @@ import time_machine
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from accounts.models import ApiToken
 from jobs import endpoints, services
 from jobs.models import Endpoint
 from jobs.tasks import reclaim_endpoints, reconcile_job
 from k8s_adapters.routing import TRAEFIK_API
-from portal.models import ApiToken
 
 sys.path.insert(0, "hack")
 from nginx_harness import Nginx  # noqa: E402

@@ -3,12 +3,13 @@
 import pytest
 from django.core.exceptions import ValidationError
 
+from accounts.models import SSHKey
+from core.cluster import node_gpus
 from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job
 from jobs.tasks import reconcile_job, resync_jobs
 from k8s_adapters.volcano import VCJOB_API
-from portal.models import SSHKey
 from tests.helpers import wait_for
 from tests.jobs.conftest import set_phase
 
@@ -185,8 +186,8 @@ def test_more_gpus_per_replica_than_any_node_has_is_a_warning(
 ):
     from django.core.cache import cache
 
-    cache.delete("node-gpu-facts")
-    largest, _ = services.node_gpu_facts()
+    cache.delete("node-gpu-summary")
+    largest = node_gpus().largest
     with django_capture_on_commit_callbacks(execute=True):
         job, warnings = services.launch_job(
             team["tenant"],

@@ -1,7 +1,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from portal.models import ApiToken, SSHKey
+from accounts.models import ApiToken, SSHKey
 from tests.tenants.conftest import make_user
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from portal.models import ApiToken
+from accounts.models import ApiToken
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -3,7 +3,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from portal.models import ApiToken
+from accounts.models import ApiToken
 from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db

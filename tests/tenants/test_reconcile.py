@@ -2,9 +2,10 @@
 
 import pytest
 
+from core.models import SyncState
 from k8s_adapters.tenant import QUEUE_API
 from tenants import services
-from tenants.choices import SyncState, TenantState
+from tenants.choices import TenantState
 from tenants.models import Tenant
 from tenants.tasks import reconcile_tenant, resync_tenants
 from tests.helpers import wait_for

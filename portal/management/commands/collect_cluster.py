@@ -7,10 +7,10 @@ import time
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
+from core import snapshot as store
+from core.cluster import get_cluster
 from k8s_adapters import inventory
 from k8s_adapters.informer import Informer, wait_synced
-from portal import cluster as store
-from portal.k8s import get_cluster
 
 KINDS = [
     ("v1", "Node", inventory.reduce_node),

@@ -4,10 +4,10 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from core.cluster import get_cluster
 from k8s_adapters.nodes import SimulatedNode, build_node, build_node_status
 from networking import services as network_services
 from networking.models import IPPool
-from portal.k8s import get_cluster
 from tenants import services
 from tenants.choices import Role
 from tenants.models import Membership, Tenant

@@ -1,7 +1,10 @@
+import base64
+import binascii
 import hashlib
 import secrets
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -38,6 +41,7 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        db_table = "portal_apitoken"  # created when this lived in the portal app
 
     def __str__(self):
         return f"{self.name} ({self.key_id})"
@@ -65,11 +69,6 @@ SSH_KEY_TYPES = (
 
 
 def validate_ssh_public_key(value):
-    import base64
-    import binascii
-
-    from django.core.exceptions import ValidationError
-
     parts = value.strip().split()
     if len(parts) < 2 or parts[0] not in SSH_KEY_TYPES:
         raise ValidationError(
@@ -97,6 +96,7 @@ class SSHKey(models.Model):
 
     class Meta:
         ordering = ["name"]
+        db_table = "portal_sshkey"  # created when this lived in the portal app
 
     def __str__(self):
         return self.name

@@ -2,6 +2,7 @@
 never the API server."""
 
 import json
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -9,15 +10,15 @@ from django.conf import settings
 KEY = "cluster:snapshot"
 
 
-def _redis():
+def _redis() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL)
 
 
-def write(snapshot):
+def write(snapshot: dict[str, Any]) -> None:
     _redis().set(KEY, json.dumps(snapshot, separators=(",", ":")))
 
 
-def read():
+def read() -> dict[str, Any] | None:
     """The latest snapshot, or None before the collector's first one."""
     raw = _redis().get(KEY)
     return json.loads(raw) if raw else None
@@ -27,7 +28,7 @@ HISTORY_KEY = "cluster:history"
 HISTORY_SAMPLES = 7 * 24 * 12  # 7 days of 5-minute samples
 
 
-def append_sample(snapshot):
+def append_sample(snapshot: dict[str, Any]) -> None:
     """Keep GPUs allocatable and in use, per product and in total, for the history chart."""
     sample = {
         "at": snapshot["at"],
@@ -42,19 +43,21 @@ def append_sample(snapshot):
     client.ltrim(HISTORY_KEY, 0, HISTORY_SAMPLES - 1)
 
 
-def history():
+def history() -> list[dict[str, Any]]:
     """Samples, oldest first."""
     return [json.loads(raw) for raw in reversed(_redis().lrange(HISTORY_KEY, 0, -1))]
 
 
-def chart(samples, width=900, height=160):
+def chart(
+    samples: list[dict[str, Any]], width: int = 900, height: int = 160
+) -> dict[str, Any] | None:
     """SVG polyline points for GPUs in use and allocatable over time (oldest on the left)."""
     if len(samples) < 2:
         return None
     top = max(max(s["total"]["allocatable"] for s in samples), 1)
     step = width / (len(samples) - 1)
 
-    def points(key):
+    def points(key: str) -> str:
         return " ".join(
             f"{i * step:.1f},{height - s['total'][key] / top * height:.1f}"
             for i, s in enumerate(samples)

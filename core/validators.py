@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-def validate_dns1123_label(value, *, max_length=63):
+def validate_dns1123_label(value: str, *, max_length: int = 63) -> None:
     """A Kubernetes name that can also be a namespace or a DNS label."""
     if len(value) > max_length:
         raise ValidationError(

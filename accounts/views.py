@@ -11,7 +11,8 @@ from django.views.decorators.http import require_POST
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
-from .fields import ID_REGEX
+from core.fields import ID_REGEX
+
 from .models import ApiToken, SSHKey
 
 
@@ -48,7 +49,7 @@ def profile(request):
         )
     return render(
         request,
-        "portal/profile.html",
+        "accounts/profile.html",
         {
             "key_form": key_form,
             "token_form": token_form,

@@ -1,0 +1,182 @@
+"""The one shape of every reconciler: tasks are enqueued by name after commit (de-duplicated),
+take only a primary key, run one at a time per object, re-read everything, and record how the
+run went in the object's sync fields, apart from its own lifecycle state.
+
+    @reconciler("tenant", Tenant, name="tenants.reconcile_tenant")
+    def reconcile_tenant(tenant) -> dict | None:  # observed fields to save, if any
+        ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from celery import current_app, shared_task
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection, models, transaction
+from django.utils import timezone
+
+from k8s_adapters.errors import PermanentK8sError, TransientK8sError
+
+from .models import Reconciled, SyncState
+
+log = logging.getLogger(__name__)
+
+# Transient cluster errors retry with exponential backoff (2 s, 4 s, ... up to a minute), forever:
+# the object stays desired, and the periodic resync would send it again anyway.
+RETRY: dict[str, Any] = {
+    "autoretry_for": (TransientK8sError,),
+    "retry_backoff": 2,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+    "max_retries": None,
+}
+SYNC_MESSAGE_MAX = 2000
+
+M = TypeVar("M", bound=Reconciled)
+
+
+def _queued_key(task_name: str, pk: int) -> str:
+    return f"queued:{task_name}:{pk}"
+
+
+def _task(name: str) -> Any:
+    """The registered task of that name; fails loudly on a misspelt one."""
+    if name not in current_app.tasks:
+        current_app.loader.import_default_modules()  # autodiscovery: every app's tasks module
+    return current_app.tasks[name]
+
+
+def enqueue(task_name: str, pk: int, *, countdown: float | None = None) -> None:
+    """Send the task named `task_name` for `pk` once the transaction commits, unless one is
+    already waiting. The mark expires, so a message lost with a killed worker is sent again by
+    the next resync. Tasks are named, never imported, so apps never import each other's tasks."""
+    task = _task(task_name)
+
+    def send() -> None:
+        if cache.add(_queued_key(task_name, pk), 1, timeout=settings.RECONCILE_DEDUP_SECONDS):
+            task.apply_async(args=[pk], countdown=countdown)
+
+    transaction.on_commit(send)
+
+
+def send(task_name: str, *args: Any) -> None:
+    """Send a one-off task by name once the transaction commits (no de-duplication)."""
+    task = _task(task_name)
+    transaction.on_commit(lambda: task.apply_async(args=list(args)))
+
+
+def enqueue_all(task_name: str, pks: Iterator[int] | list[int]) -> None:
+    """A resync: every key once (already waiting ones are skipped by the de-duplication mark)."""
+    for pk in pks:
+        enqueue(task_name, pk)
+
+
+def started(task_name: str, pk: int) -> None:
+    """Called first by a reconcile task: a new change may enqueue another run from now on."""
+    cache.delete(_queued_key(task_name, pk))
+
+
+def _lock_key(kind: str, pk: int) -> int:
+    digest = hashlib.blake2b(f"{kind}:{pk}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@contextlib.contextmanager
+def exclusive(task_name: str, kind: str, pk: int) -> Iterator[bool]:
+    """Yield True when this run holds the object's advisory lock. When another run holds it,
+    yield False and send this task again a moment later (it may have read older state); a run
+    executed inline (eagerly) waits for the lock instead."""
+    key = _lock_key(kind, pk)
+    with connection.cursor() as cursor:
+        if current_app.conf.task_always_eager:
+            cursor.execute("SELECT pg_advisory_lock(%s::bigint)", [key])
+            acquired = True
+        else:
+            cursor.execute("SELECT pg_try_advisory_lock(%s::bigint)", [key])
+            acquired = cursor.fetchone()[0]
+    if not acquired:
+        enqueue(task_name, pk, countdown=1)
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s::bigint)", [key])
+
+
+def record_sync(
+    obj: Reconciled, state: str, message: str = "", observed: dict[str, Any] | None = None
+) -> None:
+    """Write how a run went (and what it observed), touching only columns that changed, so a
+    run that changes nothing writes nothing."""
+    fields = {"sync_state": state, "sync_message": message[:SYNC_MESSAGE_MAX], **(observed or {})}
+    changed = {k: v for k, v in fields.items() if getattr(obj, k) != v}
+    if not changed:
+        return
+    changed["synced_at"] = timezone.now()
+    type(obj).objects.filter(pk=obj.pk).update(**changed)  # type: ignore[attr-defined]
+    for key, value in changed.items():
+        setattr(obj, key, value)
+
+
+def reconciler(
+    kind: str,
+    model: type[M],
+    *,
+    name: str,
+    select_related: tuple[str, ...] = (),
+    on_permanent: Callable[[M, str], None] | None = None,
+) -> Callable[[Callable[[M], dict[str, Any] | None]], Any]:
+    """Turn `fn(obj)` into the Celery task `name(pk)`: started, exclusive, load (a gone object
+    is done), run, and record the outcome. `fn` returns the observed fields to save, or None.
+    A PermanentK8sError is recorded as `error` and ends the run (`on_permanent(obj, message)`
+    may end the object's lifecycle too); a TransientK8sError is recorded as `retrying` and the
+    task retries with backoff."""
+
+    def decorate(fn: Callable[[M], dict[str, Any] | None]) -> Any:
+        @shared_task(name=name, ignore_result=True, **RETRY)
+        def task(pk: int) -> None:
+            started(name, pk)
+            with exclusive(name, kind, pk) as acquired:
+                if not acquired:
+                    return
+                queryset: models.QuerySet[M] = model.objects.all()  # type: ignore[attr-defined]
+                obj = queryset.select_related(*select_related).filter(pk=pk).first()
+                if obj is None:
+                    return
+                _run(fn, obj, kind, on_permanent)
+
+        task.__doc__ = fn.__doc__
+        return task
+
+    return decorate
+
+
+def _run(
+    fn: Callable[[M], dict[str, Any] | None],
+    obj: M,
+    kind: str,
+    on_permanent: Callable[[M, str], None] | None,
+) -> None:
+    try:
+        observed = fn(obj)
+    except PermanentK8sError as exc:
+        log.warning("reconcile %s %s failed: %s", kind, obj.pk, exc.message, exc_info=True)
+        record_sync(obj, SyncState.ERROR, exc.message)
+        if on_permanent is not None:
+            on_permanent(obj, exc.message)
+    except TransientK8sError as exc:
+        log.warning("reconcile %s %s will retry: %s", kind, obj.pk, exc.message)
+        record_sync(obj, SyncState.RETRYING, f"{exc.message} (retrying)")
+        raise
+    except Exception:
+        log.exception("reconcile %s %s crashed", kind, obj.pk)
+        raise
+    else:
+        record_sync(obj, SyncState.IN_SYNC, "", observed)

@@ -1,0 +1,99 @@
+"""The one reconciler shape, through real workers: a cluster that does not answer is recorded as
+`retrying` beside the object's own state, and the next run against a live cluster converges."""
+
+import json
+import socket
+
+from core.models import SyncState
+from core.reconcile import enqueue
+from jobs import services
+from jobs.choices import JobState
+from jobs.models import Job
+from tests.conftest import worker_process
+from tests.helpers import wait_for
+
+
+def dead_kubeconfig(path):
+    """A kubeconfig naming a loopback port where nothing listens: every request is refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "dead",
+                "cluster": {
+                    "server": f"https://127.0.0.1:{port}",
+                    "insecure-skip-tls-verify": True,
+                },
+            }
+        ],
+        "users": [{"name": "nobody", "user": {"token": "none"}}],
+        "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "nobody"}}],
+        "current-context": "dead",
+    }
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+def test_an_unreachable_cluster_leaves_the_job_running_and_says_it_retries(
+    cluster, team, templates, session_worker, queued_tasks, tmp_path, settings
+):
+    settings.RECONCILE_DEDUP_SECONDS = 1
+    session_worker.stop()  # only the workers of this test take these tasks
+    job, _ = services.launch_job(
+        team["tenant"],
+        team["bob"],
+        actor=team["bob"],
+        template_version=templates["single-gpu"],
+        name="outage",
+    )
+    with worker_process(tmp_path / "live.log"):
+        wait_for(
+            lambda: Job.objects.get(pk=job.pk).state == JobState.PENDING,
+            timeout=60,
+            message="the job to reach the cluster",
+        )
+    kubeconfig = dead_kubeconfig(tmp_path / "dead-kubeconfig")
+    with worker_process(tmp_path / "dead.log", KUBECONFIG=str(kubeconfig)):
+        enqueue("jobs.reconcile_job", job.pk)
+        outage = wait_for(
+            lambda: Job.objects.filter(pk=job.pk, sync_state=SyncState.RETRYING).first(),
+            timeout=60,
+            message="the reconcile to record the outage",
+        )
+    assert outage.state == JobState.PENDING  # its lifecycle is not the sync's business
+    assert "unreachable" in outage.sync_message
+    assert outage.sync_message.endswith("(retrying)")
+
+    with worker_process(tmp_path / "back.log"):
+        enqueue("jobs.reconcile_job", job.pk)
+        back = wait_for(
+            lambda: Job.objects.filter(pk=job.pk, sync_state=SyncState.IN_SYNC).first(),
+            timeout=60,
+            message="the next run to converge",
+        )
+    assert back.state == JobState.PENDING
+    assert back.sync_message == ""
+
+
+def test_a_permanent_refusal_ends_in_error_with_the_reason(
+    cluster, team, templates, django_capture_on_commit_callbacks
+):
+    cluster.delete("scheduling.volcano.sh/v1beta1", "Queue", team["tenant"].queue_name)
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            name="no-queue",
+        )
+    job.refresh_from_db()
+    assert job.state == JobState.ERROR
+    assert job.sync_state == SyncState.ERROR
+    assert job.message == job.sync_message
+    assert f"Volcano queue {team['tenant'].queue_name} does not exist" in job.message
+    assert job.events.filter(kind="state", message__contains="→ error").exists()
