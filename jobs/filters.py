@@ -1,5 +1,7 @@
 """Filters of a tenant's job list: one code path for the page and the API."""
 
+from core.filters import text_filters
+
 FIELDS = {
     "state": "state",
     "owner": "owner__username",
@@ -9,7 +11,7 @@ FIELDS = {
 
 def filter_jobs(jobs, params):
     """(jobs filtered by state, owner's username and template name; the filters as given)."""
-    filters = {key: str(params.get(key, "")).strip() for key in FIELDS}
+    filters = text_filters(params, FIELDS)
     for key, value in filters.items():
         if value:
             jobs = jobs.filter(**{FIELDS[key]: value})
