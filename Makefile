@@ -24,7 +24,7 @@ setup:
 run: setup
 	@bash hack/run.sh $(HOST) $(PORT)
 
-test: setup
+test:
 	@bash hack/test.sh
 
 lint:

@@ -159,16 +159,7 @@ def main():
     watcher = Watcher(get_cluster(), tenant.namespace)
     watcher.start()
     web, _ = start(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "portal.wsgi:application",
-            "--bind",
-            f"127.0.0.1:{PORT}",
-            "--workers",
-            "2",
-        ],
+        [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{PORT}", "--workers", "2"],
         "bench-web.log",
     )
     worker = start_worker()

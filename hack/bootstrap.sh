@@ -9,7 +9,7 @@ cd "$ROOT"
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 t0=$(date +%s)
 
-DEBS=(postgresql redis-server nginx-light chromium openssl curl wrk)
+DEBS=(postgresql redis-server nginx-light chromium openssl curl wrk iproute2)
 missing=()
 for pkg in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -19,7 +19,6 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 VOLCANO_VERSION=${VOLCANO_VERSION:-v1.15.0}
 NAD_VERSION=${NAD_VERSION:-v1.7.7}
 WHEREABOUTS_VERSION=${WHEREABOUTS_VERSION:-v0.9.2}
-TRAEFIK_VERSION=${TRAEFIK_VERSION:-v3.7.13}
 CACHE=${GPU_PORTAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-portal}
 BIN=$CACHE/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
 STATE=${GPU_PORTAL_STATE:-$ROOT/.local/controlplane}
@@ -69,18 +68,17 @@ build_etcd() {
 }
 
 crd_files() {  # the upstream CRD YAMLs, from their Go modules at pinned versions
-  local volcano nad wb traefik
+  local volcano nad wb
   volcano=$(go_module_dir "volcano.sh/volcano@$VOLCANO_VERSION")/config/crd/volcano/bases
   nad=$(go_module_dir "github.com/k8snetworkplumbingwg/network-attachment-definition-client@$NAD_VERSION")/artifacts
   wb=$(go_module_dir "github.com/k8snetworkplumbingwg/whereabouts@$WHEREABOUTS_VERSION")/doc/crds
-  traefik=$(go_module_dir "github.com/traefik/traefik/v3@$TRAEFIK_VERSION")/docs/content/reference/dynamic-configuration
   printf '%s\n' \
     "$volcano/batch.volcano.sh_jobs.yaml" "$volcano/scheduling.volcano.sh_queues.yaml" \
     "$volcano/scheduling.volcano.sh_podgroups.yaml" "$volcano/topology.volcano.sh_hypernodes.yaml" \
     "$volcano/bus.volcano.sh_commands.yaml" \
     "$nad/networks-crd.yaml" \
-    "$traefik/traefik.io_ingressroutes.yaml" "$traefik/traefik.io_middlewares.yaml" \
     "$wb/whereabouts.cni.cncf.io_ippools.yaml" "$wb/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml"
+  bash "$ROOT/hack/router.sh" crds  # Traefik's and Gateway API's, at the router's versions
 }
 
 cmd_build() {
@@ -95,6 +93,7 @@ cmd_build() {
     build_kube
     log "Kubernetes binaries built after $(($(now) - t0))s"
   fi
+  bash "$ROOT/hack/router.sh" build
   crd_files >/dev/null
   log "build phase took $(($(now) - t0))s"
 }
@@ -206,10 +205,13 @@ cmd_start() {
   write_kubeconfig
   start_controller_manager
   kubectl_py --kubeconfig "$LOCAL_KUBECONFIG" $(crd_files)
+  # The endpoint router (Traefik), watching this API server like an ingress controller would.
+  KUBECONFIG=$LOCAL_KUBECONFIG ROUTER_STATE=$STATE bash "$ROOT/hack/router.sh" start
   log "control plane ready in $(($(now) - t1))s (total $(($(now) - t0))s); KUBECONFIG=$LOCAL_KUBECONFIG"
 }
 
 cmd_stop() {
+  ROUTER_STATE=$STATE bash "$ROOT/hack/router.sh" stop
   for p in kube-controller-manager kube-apiserver etcd; do
     if running "$p"; then
       local pid; pid=$(cat "$STATE/$p.pid")

@@ -38,7 +38,7 @@ cmd_start() {
     nohup node "$ROOT/hack/oidc/server.mjs" >>"$STATE/oidc.log" 2>&1 </dev/null &
     echo $! >"$STATE/oidc.pid"
   fi
-  local deadline=$(($(now) + 15))
+  local deadline=$(($(now) + 90))  # generous: a busy machine starts node slowly
   until answers; do
     if ! running || (($(now) > deadline)); then
       log "provider not ready; last log lines:"; tail -20 "$STATE/oidc.log" >&2

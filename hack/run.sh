@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start the portal for development: demo data, a Celery worker and beat in the background, and
-# gunicorn in the foreground. Ctrl-C stops all three.
+# the web server in the foreground. Ctrl-C stops them all.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -24,6 +24,9 @@ cat >.local/oidc/users.json <<USERS
  "omar": {"password": "$password", "email": "omar@example.org", "name": "Omar",
           "groups": ["gpu-portal:nlp:admin", "gpu-portal:platform-admins"]}}
 USERS
+# Endpoints answer through the router on its port, as http (no certificates here).
+export PORTAL_URL=http://$HOST:$PORT ENDPOINT_SCHEME=http ENDPOINT_PORT=${ROUTER_HTTP_PORT:-18080}
+export KUBECONFIG=${KUBECONFIG:-$ROOT/.local/controlplane/kubeconfig}
 export OIDC_SERVER_URL=http://127.0.0.1:9400 OIDC_CLIENT_ID=gpu-portal OIDC_PROVIDER_NAME="Demo SSO"
 export OIDC_CLIENT_SECRET; OIDC_CLIENT_SECRET=$(cat "$secret_file")
 OIDC_PORT=9400 OIDC_REDIRECT_URIS="http://$HOST:$PORT/accounts/oidc/sso/login/callback/,http://localhost:$PORT/accounts/oidc/sso/login/callback/" \
@@ -49,15 +52,17 @@ cat <<MSG
   or charlie (nlp tenant admin), all with the password:  $password
   Or "Sign in with Demo SSO" as maria (vision researcher) or omar (nlp admin, platform admin),
   same password: their tenants and roles come from the provider's group claims.
+  Job endpoints open from a job's page, each on its own origin through the router:
+  http://<port>--<job>--<tenant>.endpoints.localhost:$ENDPOINT_PORT/ (a stand-in app answers).
   API docs: http://$HOST:$PORT/api/v1/docs/   Logs: $LOGS/   Stop: Ctrl-C, then 'make stop'
 
 MSG
-# nginx in front, configured as ingress-nginx renders external auth: / goes to the portal,
-# /jobs/... through forward-auth to the job (here nginx's stand-in app, as no pods run).
-WEB_PORT=$((PORT + 1))
-.venv/bin/gunicorn portal.wsgi:application --bind "127.0.0.1:$WEB_PORT" --workers 2 --threads 4 \
-  --access-logfile "$LOGS/access.log" --error-logfile "$LOGS/web.log" &
+# The portal on its own origin; job endpoints on theirs, through the router (Traefik, started
+# with the control plane) at http://<port>--<job>--<tenant>.endpoints.localhost:18080/ (Chromium
+# and Firefox resolve *.localhost to this machine). No pods run here: a stand-in app answers for
+# every job, showing the headers its app would receive.
+$PY hack/router/stand_in.py --kubeconfig "$KUBECONFIG" --log-dir "$LOGS" >"$LOGS/stand-in.log" 2>&1 &
 pids+=($!)
-$PY hack/nginx_harness.py --portal "127.0.0.1:$WEB_PORT" --port "$PORT" >"$LOGS/nginx.log" 2>&1 &
+$PY manage.py serve --bind "$HOST:$PORT" --workers 2 --access-log >"$LOGS/web.log" 2>&1 &
 pids+=($!)
 wait -n "${pids[@]}"

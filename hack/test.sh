@@ -1,16 +1,31 @@
 #!/usr/bin/env bash
-# Lint, then the whole test suite against the services `make setup` started.
+# `make test`: set up what the suite needs, lint, run the whole suite, and stop again whatever
+# this run started (services and control plane already running, e.g. from `make run`, stay).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+t0=$(date +%s)
+bash hack/bootstrap.sh
+had_services=0; bash hack/services.sh status 2>/dev/null && had_services=1
+had_controlplane=0; bash hack/controlplane.sh status 2>/dev/null && had_controlplane=1
+cleanup() {
+  ((had_controlplane)) || bash hack/controlplane.sh stop || true
+  ((had_services)) || bash hack/services.sh stop || true
+}
+trap cleanup EXIT
+bash hack/services.sh start
+bash hack/controlplane.sh start
+.venv/bin/python manage.py migrate --noinput -v 0
+.venv/bin/python manage.py collectstatic --noinput -v 0
+t1=$(date +%s)
+echo "[test] setup took $((t1 - t0))s"
 # Tests use their own Redis database, so a running `make run` never picks up their tasks.
 export REDIS_URL=${TEST_REDIS_URL:-redis://127.0.0.1:63790/1}
-t0=$(date +%s)
 make -s lint
-t1=$(date +%s)
-echo "[test] lint took $((t1 - t0))s"
+t2=$(date +%s)
+echo "[test] lint took $((t2 - t1))s"
 status=0
 .venv/bin/pytest "$@" || status=$?
-echo "[test] pytest took $(($(date +%s) - t1))s"
+echo "[test] pytest took $(($(date +%s) - t2))s"
 if [[ $status == 5 ]]; then echo "[test] no tests ran" >&2; fi
 exit $status

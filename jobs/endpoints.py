@@ -9,40 +9,52 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.reconcile import enqueue, enqueue_all
-from k8s_adapters.routing import DRIVERS, AuthSpec, EndpointSpec
+from k8s_adapters.names import endpoint_host_label
+from k8s_adapters.routing import AuthSpec, EndpointSpec, endpoint_objects
 from tenants.access import has_role
 from tenants.choices import Role
 from tenants.services import record
 
 from .choices import Protocol
 from .models import Endpoint
-from .routes import endpoint_path
+from .routes import endpoint_origin
+
+DIRECT_MODES = ("nodeport", "loadbalancer")
 
 
-def default_mode(protocol):
-    return settings.ENDPOINT_MODE if protocol == Protocol.HTTP else settings.ENDPOINT_TCP_MODE
+def default_mode(protocol, tenant):
+    """HTTP goes through the router; TCP uses the cluster's TCP mode, or the pod IP where the
+    tenant may not expose ports directly (NodePort and LoadBalancer bypass SSO)."""
+    if protocol == Protocol.HTTP:
+        return settings.ENDPOINT_MODE
+    mode = settings.ENDPOINT_TCP_MODE
+    return mode if mode not in DIRECT_MODES or tenant.allow_direct_exposure else "podip"
 
 
-def base_path_env(tenant, job_name, ports):
-    """GPU_PORTAL_BASE_PATH (the first HTTP endpoint) and GPU_PORTAL_BASE_PATH_<NAME>, so
-    Jupyter (--ServerApp.base_url) or TensorBoard (--path_prefix) serve under their path."""
-    env = []
-    for port in ports:
-        if (
-            port.protocol != Protocol.HTTP
-            or (port.mode or default_mode(port.protocol)) != "ingress"
-        ):
-            continue
-        path = endpoint_path(tenant.slug, job_name, port.name)
-        if not env:
-            env.append(("GPU_PORTAL_BASE_PATH", path))
-        env.append((f"GPU_PORTAL_BASE_PATH_{port.name.upper().replace('-', '_')}", path))
-    return env
+def check_exposure(tenant, ports):
+    """Refuse NodePort and LoadBalancer ports where a platform admin has not allowed them."""
+    if tenant.allow_direct_exposure:
+        return
+    errors = {
+        f"expose[{i}].mode": [
+            ValidationError(
+                f"'{p.mode}' exposes the port without sign-in, and {tenant.slug} may not do "
+                "that; use 'ingress' (HTTP) or 'podip', or ask a platform admin to allow "
+                "direct exposure for the tenant.",
+                code="exposure_not_allowed",
+            )
+        ]
+        for i, p in enumerate(ports)
+        if p.mode in DIRECT_MODES
+    }
+    if errors:
+        raise ValidationError(errors)
 
 
 def create_for_job(job, ports):
+    """The job's endpoint rows, each with its own host; returns them."""
     expires = timezone.now() + timedelta(hours=job.tenant.endpoint_default_hours)
-    Endpoint.objects.bulk_create(
+    return Endpoint.objects.bulk_create(
         [
             Endpoint(
                 job=job,
@@ -50,8 +62,9 @@ def create_for_job(job, ports):
                 task=p.task,
                 container_port=p.container_port,
                 protocol=p.protocol,
-                mode=p.mode or default_mode(p.protocol),
+                mode=p.mode or default_mode(p.protocol, job.tenant),
                 private=p.private,
+                host_label=endpoint_host_label(job.tenant.slug, job.name, p.name),
                 expires_at=expires,
             )
             for p in ports
@@ -59,10 +72,21 @@ def create_for_job(job, ports):
     )
 
 
+def url_env(endpoints):
+    """GPU_PORTAL_URL_<PORT>: each routed endpoint's public origin, for apps that must know
+    it (allowed origins, links they print)."""
+    return [
+        (f"GPU_PORTAL_URL_{e.name.upper().replace('-', '_')}", endpoint_origin(e.host_label))
+        for e in endpoints
+        if e.routed
+    ]
+
+
 def specs(job):
-    """The job's live (not reclaimed) endpoints as builder input."""
+    """The job's live (not reclaimed, not expired) endpoints as builder input."""
     return [
         EndpointSpec(
+            id=e.pk,
             name=e.name,
             job=job.name,
             task=e.task,
@@ -73,7 +97,6 @@ def specs(job):
             protocol=e.protocol,
             mode=e.mode,
             host=e.host,
-            path=e.path,
         )
         for e in job.endpoints.all()
         if e.reclaimed_at is None and not e.is_expired
@@ -82,14 +105,16 @@ def specs(job):
 
 def auth_spec():
     return AuthSpec(
-        auth_url=f"{settings.PORTAL_INTERNAL_URL}/auth/endpoint",
-        signin_url=f"{settings.PORTAL_URL}/auth/signin",
+        internal_url=settings.PORTAL_INTERNAL_URL.rstrip("/"),
+        public_url=settings.PORTAL_URL.rstrip("/"),
+        gateway=settings.ROUTING_GATEWAY,
+        ingress_class=settings.ROUTING_INGRESS_CLASS,
     )
 
 
-def route_objects(job, endpoint_specs):
-    driver = DRIVERS[settings.ROUTING_DRIVER]
-    return driver.build(endpoint_specs, auth_spec(), settings.ROUTING_INGRESS_CLASS)
+def objects(endpoint_specs):
+    """The Services, routes and exposure policies of these endpoints."""
+    return endpoint_objects(endpoint_specs, auth_spec(), settings.ROUTING_DRIVER)
 
 
 def _reconcile(job):

@@ -1,40 +1,70 @@
-"""The forward-auth endpoint every request to every job endpoint goes through.
+"""Forward-auth for job endpoints, and the handshake that gives a browser an endpoint cookie.
 
-2xx for a signed-in member of the job's tenant (the owner only for a private endpoint) while
-the endpoint has not expired; 401 for anonymous requests (ingress-nginx then sends the browser
-to the sign-in URL; with ?redirect=1, for Traefik, the portal answers that 302 itself); 403 for
-everyone else. The common case makes no database query: sessions, tokens and endpoints are
-cached in this process for FORWARD_AUTH_CACHE_SECONDS, so a revoked membership or session
-stops working within that time, and expiry is checked against the clock on every request.
+Every endpoint is its own origin (`<port>--<job>--<tenant>.<wildcard domain>`), so the
+portal's session and CSRF cookies never reach a job app. The router asks
+`/auth/endpoint/<id>` about every request: the id comes from the route's own auth address, so
+a request routed to endpoint B is checked against B whatever the client puts in its headers.
+
+Credentials: `Authorization: Bearer gpp_...` (scripts) or the endpoint cookie, a signed value
+bound to that endpoint, the user and their password, that only the handshake issues:
+
+1. A browser without a cookie gets a redirect to the portal's `/auth/endpoint/<id>/start`
+   (Traefik: the portal answers the 302 itself; ingress-nginx: a 401 makes it do so).
+2. There the portal checks its own session and the membership, and sends the browser back to
+   the endpoint with a one-time code (60 s) bound to that endpoint.
+3. Forward-auth redeems the code and sets the cookie, scoped to the endpoint's host alone.
+
+An allowed request goes on with the user's identity in X-Auth-Request-* headers and the
+caller's cookies without the endpoint cookie; Authorization never reaches the app. Nothing is
+read from the database per request: endpoints, users and tokens are cached in this process for
+FORWARD_AUTH_CACHE_SECONDS, so a removed membership, a revoked token, a deactivated user, a
+changed password or a reclaimed endpoint is refused within that time; expiry is checked
+against the clock on every request.
 """
 
+import secrets
 import time
 from dataclasses import dataclass
-from http.cookies import SimpleCookie
-from urllib.parse import quote, unquote
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from django.conf import settings
-from django.contrib.auth import SESSION_KEY, get_user_model
-from django.contrib.sessions.backends.base import SessionBase
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core import signing
+from django.core.cache import cache
 from django.http import HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
 from django.utils import timezone
-from django.utils.module_loading import import_string
+from django.utils.html import escape
 from django.views.decorators.cache import never_cache
 
 from accounts.models import TOKEN_PREFIX, ApiToken, hash_token
 from tenants.models import Membership
 
 from .models import Endpoint
-from .routes import endpoint_key
+from .routes import endpoint_origin, safe_path
+
+CODE_PARAM = "gpp_code"
+CODE_SECONDS = 60
+COOKIE_SALT = "gpu-portal.endpoint-cookie"
+
+
+def cookie_name() -> str:
+    """`__Host-` pins the cookie to the endpoint's host (Secure, Path=/, no Domain)."""
+    return "__Host-gpp-endpoint" if settings.ENDPOINT_SCHEME == "https" else "gpp-endpoint"
 
 
 @dataclass(frozen=True)
 class EndpointFacts:
+    id: int
     tenant: str
     owner_id: int
     private: bool
-    expires_at: object
-    members: frozenset
+    expires_at: datetime
+    members: frozenset[int]
+    host_label: str
 
 
 @dataclass(frozen=True)
@@ -42,15 +72,23 @@ class UserFacts:
     id: int
     username: str
     email: str
+    auth_hash: str  # changes with the password
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: str = ""
 
 
 class TTLCache:
-    """A small per-process cache; entries live `ttl` seconds."""
+    """A small per-process cache; entries live FORWARD_AUTH_CACHE_SECONDS."""
 
-    def __init__(self, size=10_000):
+    def __init__(self, size: int = 10_000):
         self.size, self.data = size, {}
 
-    def get(self, key, load):
+    def get(self, key: Any, load: Any) -> Any:
         now = time.monotonic()
         hit = self.data.get(key)
         if hit and hit[0] > now:
@@ -65,165 +103,283 @@ class TTLCache:
 _cache = TTLCache()
 
 
-def _endpoint_facts(key):
+def _load_endpoint(endpoint_id: int) -> EndpointFacts | None:
     endpoint = (
         Endpoint.objects.select_related("job__tenant")
-        .filter(job__tenant__slug=key[0], job__name=key[1], name=key[2])
-        .filter(reclaimed_at__isnull=True)
+        .filter(pk=endpoint_id, reclaimed_at__isnull=True, job__delete_requested=False)
         .first()
     )
     if endpoint is None:
         return None
-    members = frozenset(
-        Membership.objects.filter(tenant_id=endpoint.job.tenant_id).values_list(
-            "user_id", flat=True
-        )
-    )
+    tenant = endpoint.job.tenant
+    members = Membership.objects.filter(tenant_id=tenant.pk).values_list("user_id", flat=True)
     return EndpointFacts(
-        endpoint.job.tenant.slug,
+        endpoint.pk,
+        tenant.slug,
         endpoint.job.owner_id,
         endpoint.private,
         endpoint.expires_at,
-        members,
+        frozenset(members),
+        endpoint.host_label,
     )
 
 
-def _user_facts(user):
-    if user is None or not user.is_active:
-        return None
-    return UserFacts(user.pk, user.get_username(), user.email or "")
-
-
-def _session_user(session_key):
-    store = import_string(settings.SESSION_ENGINE + ".SessionStore")(session_key)
-    user_id = store.get(SESSION_KEY) if isinstance(store, SessionBase) else None
-    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
-    return _user_facts(user)
-
-
-def _token_user(raw):
-    key_id = raw[len(TOKEN_PREFIX) :].split("_", 1)[0]
-    token = ApiToken.objects.usable().select_related("user").filter(key_id=key_id).first()
-    if token is None or token.token_hash != hash_token(raw):
-        return None
-    return _user_facts(token.user)
-
-
-def current_user(authorization, session_key):
-    if authorization.startswith(f"Bearer {TOKEN_PREFIX}"):
-        raw = authorization.split(" ", 1)[1]
-        return _cache.get(("token", hash_token(raw)), lambda: _token_user(raw))
-    if not session_key:
-        return None
-    return _cache.get(("session", session_key), lambda: _session_user(session_key))
-
-
-def original_url(headers):
-    """The URL nginx (X-Original-URL) or Traefik (X-Forwarded-*) asks about."""
-    if headers.get("X-Original-URL"):
-        return headers["X-Original-URL"]
-    proto = headers.get("X-Forwarded-Proto", "https")
-    return f"{proto}://{headers.get('X-Forwarded-Host', '')}{headers.get('X-Forwarded-Uri', '/')}"
-
-
-def _cache_seconds(facts=None):
-    """How long nginx's auth cache may reuse an answer: with the portal's own cache, a
-    revocation takes effect within 30 s, and an allowed answer never outlives the endpoint."""
-    seconds = max(30 - settings.FORWARD_AUTH_CACHE_SECONDS, 0)
-    if facts is not None:
-        remaining = (facts.expires_at - timezone.now()).total_seconds()
-        seconds = max(min(seconds, int(remaining)), 0)
-    return str(seconds)
-
-
-def decide(url, *, authorization="", session_key="", redirect=False):
-    """(status, headers, body) for one request to an endpoint."""
-    key = endpoint_key(url)
-    facts = _cache.get(("endpoint", key), lambda: _endpoint_facts(key)) if key else None
-    if facts is None:
-        return 403, {"X-Accel-Expires": _cache_seconds()}, "no such endpoint"
-    user = current_user(authorization, session_key)
+def _load_user(user_id: int) -> UserFacts | None:
+    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
     if user is None:
-        if redirect:
-            return 302, {"Location": f"{settings.PORTAL_URL}/auth/signin?rd={quote(url)}"}, ""
-        return 401, {"X-Accel-Expires": _cache_seconds()}, "sign in first"
+        return None
+    return UserFacts(user.pk, user.get_username(), user.email or "", user.get_session_auth_hash())
+
+
+def _load_token(raw: str) -> int | None:
+    key_id = raw[len(TOKEN_PREFIX) :].split("_", 1)[0]
+    token = ApiToken.objects.usable().filter(key_id=key_id).first()
+    if token is None or not secrets.compare_digest(token.token_hash, hash_token(raw)):
+        return None
+    return token.user_id
+
+
+def endpoint_facts(endpoint_id: int) -> EndpointFacts | None:
+    return _cache.get(("endpoint", endpoint_id), lambda: _load_endpoint(endpoint_id))
+
+
+def user_facts(user_id: int | None) -> UserFacts | None:
+    if user_id is None:
+        return None
+    return _cache.get(("user", user_id), lambda: _load_user(user_id))
+
+
+def token_user(authorization: str) -> UserFacts | None:
+    raw = authorization.split(" ", 1)[1].strip() if " " in authorization else ""
+    if not raw.startswith(TOKEN_PREFIX):
+        return None
+    user_id = _cache.get(("token", hash_token(raw)), lambda: _load_token(raw))
+    return user_facts(user_id)
+
+
+def allowed(user: UserFacts, facts: EndpointFacts) -> bool:
+    """Members of the endpoint's tenant; only the owner for a private endpoint."""
+    if facts.private:
+        return user.id == facts.owner_id and user.id in facts.members
+    return user.id in facts.members
+
+
+def issue_cookie(facts: EndpointFacts, user: UserFacts) -> str:
+    return signing.dumps({"e": facts.id, "u": user.id, "h": user.auth_hash}, salt=COOKIE_SALT)
+
+
+def cookie_user(value: str, facts: EndpointFacts) -> UserFacts | None:
+    try:
+        data = signing.loads(value, salt=COOKIE_SALT, max_age=settings.ENDPOINT_COOKIE_SECONDS)
+    except signing.BadSignature:
+        return None
+    if not isinstance(data, dict) or data.get("e") != facts.id:
+        return None
+    user = user_facts(data.get("u"))
+    if user is None or not secrets.compare_digest(user.auth_hash, str(data.get("h", ""))):
+        return None  # deactivated, or the password changed since the cookie was issued
+    return user
+
+
+def split_cookies(header: str) -> tuple[str, str]:
+    """(the endpoint cookie's value, the app's own cookies as a Cookie header). The portal's
+    session and CSRF cookies never reach an app, even from a client that sends them on purpose."""
+    mine, others = "", []
+    portal = {settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME}
+    for part in header.split(";"):
+        name, sep, value = part.strip().partition("=")
+        if sep and name == cookie_name():
+            mine = value
+        elif part.strip() and name not in portal:
+            others.append(part.strip())
+    return mine, "; ".join(others)
+
+
+def _set_cookie(value: str) -> str:
+    secure = "; Secure" if settings.ENDPOINT_SCHEME == "https" else ""
+    max_age = settings.ENDPOINT_COOKIE_SECONDS
+    return f"{cookie_name()}={value}; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}"
+
+
+def _identity(user: UserFacts, facts: EndpointFacts, other_cookies: str) -> dict[str, str]:
+    headers = {
+        # Percent-encoded UTF-8: header values are bytes, usernames may be Unicode.
+        "X-Auth-Request-User": quote(user.username, safe="@.+-_~"),
+        "X-Auth-Request-Email": quote(user.email, safe="@.+-_~"),
+        "X-Auth-Request-Groups": facts.tenant,
+    }
+    if other_cookies:
+        headers["Cookie"] = other_cookies
+    return headers
+
+
+def _refusal(status: int, text: str, *, browser: bool) -> Answer:
+    """A short answer (the router limits auth bodies); browsers get a small page."""
+    if not browser:
+        return Answer(status, {"Content-Type": "text/plain; charset=utf-8"}, text)
+    portal = escape(settings.PORTAL_URL)
+    body = (
+        f"<!doctype html><title>GPU Portal</title><h1>{escape(text)}</h1>"
+        f'<p><a href="{portal}/">Back to GPU Portal</a></p>'
+    )
+    return Answer(status, {"Content-Type": "text/html; charset=utf-8"}, body)
+
+
+def _split_code(uri: str) -> tuple[str, str]:
+    """(the one-time code in the request's query, the path and query without it)."""
+    parts = urlsplit(uri)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    code = next((v for k, v in query if k == CODE_PARAM), "")
+    rest = urlencode([(k, v) for k, v in query if k != CODE_PARAM])
+    return code, safe_path(parts.path + (f"?{rest}" if rest else ""))
+
+
+def _redeem(facts: EndpointFacts, code: str, target: str, *, redirect: bool) -> Answer:
+    key = f"endpoint-code:{code}"
+    data = cache.get(key)
+    if not data or data.get("e") != facts.id or not cache.delete(key):  # one use only
+        return _refusal(
+            403, "This sign-in link was used or has expired; open the endpoint again.", browser=True
+        )
+    user = user_facts(data["u"])
+    if user is None or not allowed(user, facts):
+        return _refusal(403, "You may not open this endpoint.", browser=True)
+    cookie = _set_cookie(issue_cookie(facts, user))
+    if redirect:  # Traefik: straight back to where the browser was going, without the code
+        return Answer(302, {"Location": target, "Set-Cookie": cookie})
+    return Answer(200, {**_identity(user, facts, ""), "Set-Cookie": cookie})
+
+
+def decide(
+    endpoint_id: int,
+    *,
+    uri: str = "/",
+    cookie: str = "",
+    authorization: str = "",
+    accept: str = "",
+    redirect: bool = False,
+) -> Answer:
+    """The answer for one request routed to endpoint `endpoint_id`."""
+    browser = "text/html" in accept
+    facts = endpoint_facts(endpoint_id)
+    if facts is None:
+        return _refusal(404, "This endpoint does not exist (any more).", browser=browser)
+    code, target = _split_code(uri)
+    if code:
+        return _redeem(facts, code, target, redirect=redirect)
     if timezone.now() >= facts.expires_at:
-        return 403, {"X-Accel-Expires": _cache_seconds()}, "this endpoint has expired"
-    if user.id not in facts.members or (facts.private and user.id != facts.owner_id):
-        return 403, {"X-Accel-Expires": _cache_seconds()}, "not allowed"
-    return (
-        200,
-        {
-            "X-Auth-Request-User": user.username,
-            "X-Auth-Request-Email": user.email,
-            "X-Auth-Request-Groups": facts.tenant,
-            "X-Accel-Expires": _cache_seconds(facts),
-        },
-        "ok",
-    )
+        return _refusal(403, "This endpoint has expired; its owner can extend it.", browser=browser)
+    mine, others = split_cookies(cookie)
+    if authorization:
+        user = token_user(authorization)
+        if user is None:
+            return Answer(401, {"WWW-Authenticate": 'Bearer realm="gpu-portal"'}, "bad token")
+    else:
+        user = cookie_user(mine, facts) if mine else None
+    if user is None:
+        if redirect and browser:
+            start = f"{settings.PORTAL_URL}/auth/endpoint/{facts.id}/start"
+            return Answer(302, {"Location": f"{start}?{urlencode({'next': target})}"})
+        return Answer(401, {"WWW-Authenticate": 'Bearer realm="gpu-portal"'}, "sign in first")
+    if not allowed(user, facts):
+        return _refusal(403, f"Only members of {facts.tenant} may open this.", browser=browser)
+    return Answer(200, _identity(user, facts, others))
 
 
-@never_cache
-def forward_auth(request):
-    status, headers, body = decide(
-        original_url(request.headers),
-        authorization=request.headers.get("Authorization", ""),
-        session_key=request.COOKIES.get(settings.SESSION_COOKIE_NAME, ""),
-        redirect=bool(request.GET.get("redirect")),
-    )
-    response = HttpResponse(body, status=status, content_type="text/plain")
-    for name, value in headers.items():
+def _response(answer: Answer) -> HttpResponse:
+    response = HttpResponse(answer.body, status=answer.status)
+    for name, value in answer.headers.items():
         response[name] = value
+    response["Cache-Control"] = "no-store"
     return response
 
 
+@never_cache
+def forward_auth(request, endpoint_id):
+    return _response(
+        decide(
+            endpoint_id,
+            uri=request.headers.get("X-Forwarded-Uri", "/"),
+            cookie=request.headers.get("Cookie", ""),
+            authorization=request.headers.get("Authorization", ""),
+            accept=request.headers.get("Accept", ""),
+            redirect=request.GET.get("mode") == "redirect",
+        )
+    )
+
+
+def _target(request, facts: EndpointFacts) -> str:
+    """Where to land on the endpoint: `next` (Traefik) or `rd` (ingress-nginx, a whole URL
+    accepted only for this endpoint's own host)."""
+    if request.GET.get("next"):
+        return safe_path(request.GET["next"])
+    rd = urlsplit(request.GET.get("rd", ""))
+    if rd.hostname and rd.hostname == urlsplit(endpoint_origin(facts.host_label)).hostname:
+        return safe_path(rd.path + (f"?{rd.query}" if rd.query else ""))
+    return "/"
+
+
+@never_cache
+@login_required
+def start(request, endpoint_id):
+    """The portal's half of the handshake: a signed-in member gets a one-time code for this
+    endpoint's host; everyone else a page that says why not."""
+    facts = _load_endpoint(endpoint_id)  # fresh: this is where access is granted
+    user = _load_user(request.user.pk)
+    context = {"facts": facts}
+    if facts is None:
+        return render(request, "jobs/endpoint_refused.html", {"reason": "missing"}, status=404)
+    if timezone.now() >= facts.expires_at:
+        return render(
+            request, "jobs/endpoint_refused.html", {**context, "reason": "expired"}, status=403
+        )
+    if user is None or not allowed(user, facts):
+        reason = "private" if facts.private and user and user.id in facts.members else "member"
+        return render(
+            request, "jobs/endpoint_refused.html", {**context, "reason": reason}, status=403
+        )
+    code = secrets.token_urlsafe(32)
+    cache.set(f"endpoint-code:{code}", {"e": facts.id, "u": user.id}, CODE_SECONDS)
+    target = _target(request, facts)
+    separator = "&" if "?" in target else "?"
+    return HttpResponseRedirect(
+        f"{endpoint_origin(facts.host_label)}{target}{separator}{urlencode({CODE_PARAM: code})}"
+    )
+
+
 class FastPath:
-    """WSGI middleware answering /auth/endpoint before Django's middleware stack: it runs for
-    every request to every endpoint and needs none of sessions-on-write, CSRF or messages. The
+    """WSGI middleware answering `/auth/endpoint/<id>` before Django's middleware stack: it
+    runs for every request to every endpoint and needs none of sessions, CSRF or messages. The
     same decide() serves it, so behaviour is identical."""
 
-    path = "/auth/endpoint"
+    prefix = "/auth/endpoint/"
 
     def __init__(self, app):
         self.app = app
 
     def __call__(self, environ, start_response):
-        if environ.get("PATH_INFO") != self.path:
+        path = environ.get("PATH_INFO", "")
+        endpoint_id = path[len(self.prefix) :] if path.startswith(self.prefix) else ""
+        if not endpoint_id.isdigit() or len(endpoint_id) > 18:
             return self.app(environ, start_response)
-        headers = {
-            "X-Original-URL": environ.get("HTTP_X_ORIGINAL_URL", ""),
-            "X-Forwarded-Proto": environ.get("HTTP_X_FORWARDED_PROTO", "https"),
-            "X-Forwarded-Host": environ.get("HTTP_X_FORWARDED_HOST", ""),
-            "X-Forwarded-Uri": environ.get("HTTP_X_FORWARDED_URI", "/"),
-        }
-        cookies = SimpleCookie()
-        cookies.load(environ.get("HTTP_COOKIE", ""))
-        session = cookies.get(settings.SESSION_COOKIE_NAME)
-        status, extra, body = decide(
-            original_url(headers),
+        answer = decide(
+            int(endpoint_id),
+            uri=environ.get("HTTP_X_FORWARDED_URI", "/"),
+            cookie=environ.get("HTTP_COOKIE", ""),
             authorization=environ.get("HTTP_AUTHORIZATION", ""),
-            session_key=session.value if session else "",
-            redirect="redirect=1" in environ.get("QUERY_STRING", ""),
+            accept=environ.get("HTTP_ACCEPT", ""),
+            redirect="mode=redirect" in environ.get("QUERY_STRING", ""),
         )
-        payload = body.encode()
-        start_response(
-            f"{status} {_REASONS[status]}",
-            [
-                ("Content-Type", "text/plain"),
-                ("Content-Length", str(len(payload))),
-                ("Cache-Control", "no-store"),
-                *extra.items(),
-            ],
-        )
+        payload = answer.body.encode()
+        headers = [
+            ("Content-Length", str(len(payload))),
+            ("Cache-Control", "no-store"),
+            *answer.headers.items(),
+        ]
+        if "Content-Type" not in answer.headers:
+            headers.append(("Content-Type", "text/plain"))
+        start_response(f"{answer.status} {_REASONS[answer.status]}", headers)
         return [payload]
 
 
-_REASONS = {200: "OK", 302: "Found", 401: "Unauthorized", 403: "Forbidden"}
-
-
-def signin(request):
-    """Where ingress-nginx sends anonymous browsers (`rd` = where they were going)."""
-    query = request.META.get("QUERY_STRING", "")
-    # Everything after rd= is the target, escaped (ingress-nginx) or not (plain nginx).
-    target = unquote(query.split("rd=", 1)[1]) if "rd=" in query else "/"
-    return HttpResponseRedirect(f"/accounts/login/?next={quote(target)}")
+_REASONS = {200: "OK", 302: "Found", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}

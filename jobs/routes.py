@@ -1,33 +1,27 @@
-"""Where an endpoint is served, in one place: its host and path, and back from a URL to the
-(tenant, job, endpoint) it names."""
+"""Where an endpoint is served: its own host under the wildcard domain, so each job app is an
+origin of its own. Hosts are derived once, stored, and never parsed back: forward-auth learns
+which endpoint a request is for from the route's auth address, not from the request."""
 
 from urllib.parse import urlsplit
 
 from django.conf import settings
 
 
-def endpoint_path(tenant: str, job: str, endpoint: str) -> str:
-    if settings.ENDPOINT_ROUTE == "host":
+def endpoint_host(host_label: str) -> str:
+    return f"{host_label}.{settings.ENDPOINT_WILDCARD_DOMAIN}"
+
+
+def endpoint_origin(host_label: str) -> str:
+    port = f":{settings.ENDPOINT_PORT}" if settings.ENDPOINT_PORT else ""
+    return f"{settings.ENDPOINT_SCHEME}://{endpoint_host(host_label)}{port}"
+
+
+def safe_path(target: str) -> str:
+    """A path (and query) on the endpoint's own host, from what a client asked to return to;
+    anything naming another host or scheme becomes "/"."""
+    parts = urlsplit(target or "/")
+    if parts.scheme or parts.netloc or not parts.path.startswith("/") or "\\" in target:
         return "/"
-    return f"{settings.ENDPOINT_PATH_PREFIX}/{tenant}/{job}/{endpoint}/"
-
-
-def endpoint_host(tenant: str, job: str, endpoint: str) -> str:
-    """The host routes match: one per endpoint in host mode, else ENDPOINT_HOST ("" for any)."""
-    if settings.ENDPOINT_ROUTE == "host":
-        return f"{endpoint}--{job}--{tenant}.{settings.ENDPOINT_WILDCARD_DOMAIN}"
-    return settings.ENDPOINT_HOST
-
-
-def endpoint_key(url: str) -> tuple[str, str, str] | None:
-    """(tenant, job, endpoint) named by a request's URL, or None."""
-    parts = urlsplit(url)
-    if settings.ENDPOINT_ROUTE == "host":
-        label = parts.hostname.split(".", 1)[0] if parts.hostname else ""
-        names = label.split("--")
-        return (names[2], names[1], names[0]) if len(names) == 3 else None
-    prefix = settings.ENDPOINT_PATH_PREFIX.strip("/")
-    segments = parts.path.strip("/").split("/")
-    if len(segments) >= 4 and segments[0] == prefix:
-        return segments[1], segments[2], segments[3]
-    return None
+    if parts.path.startswith("//"):
+        return "/"
+    return parts.path + (f"?{parts.query}" if parts.query else "")

@@ -37,8 +37,7 @@ JUPYTER_SSH = {
     "command": [
         "bash",
         "-c",
-        "start-notebook.py --ServerApp.base_url=${GPU_PORTAL_BASE_PATH:-/} "
-        "--IdentityProvider.token=''",
+        "start-notebook.py --IdentityProvider.token=''",
     ],
     "working_dir": "/workspace",
     "tasks": [

@@ -22,7 +22,7 @@ from . import endpoints
 from . import spec as specs
 from .admission import admit_locked
 from .choices import JobState
-from .models import DataVolume, Job, JobEvent, JobTemplate, JobTemplateVersion
+from .models import DataVolume, Endpoint, Job, JobEvent, JobTemplate, JobTemplateVersion
 
 if TYPE_CHECKING:
     from k8s_adapters.jobspec import JobSpec
@@ -179,6 +179,7 @@ def launch_job(
         if tenant.is_archived:
             raise ValidationError("This tenant is archived; it cannot run jobs.")
         _check_quota(tenant, owner, spec)
+        endpoints.check_exposure(tenant, spec.ports)
         if Job.objects.filter(tenant=tenant, name=name).exists():
             raise ValidationError(
                 {
@@ -210,11 +211,10 @@ def launch_job(
             raise ValidationError({"name": f"A job named '{name}' already exists."}) from exc
         if networks or spec.ports:
             annotation, env = attach.attach(job, networks, pools, actor=actor)
-            env += endpoints.base_path_env(tenant, name, spec.ports)
+            env += endpoints.url_env(_create_endpoints(job, spec))
             spec = replace(spec, networks_annotation=annotation, extra_env=tuple(env))
             job.spec = spec.to_dict()
             job.save(update_fields=["spec"])
-            endpoints.create_for_job(job, spec.ports)
         JobEvent.objects.create(job=job, kind="queued", message=f"Launched by {actor.username}.")
         record(
             actor,
@@ -230,6 +230,21 @@ def launch_job(
         admit_locked(tenant)
     job.refresh_from_db()
     return job, scheduling_warnings(spec)
+
+
+def _create_endpoints(job: Job, spec: JobSpec) -> list[Endpoint]:
+    try:
+        with transaction.atomic():
+            return endpoints.create_for_job(job, spec.ports)
+    except IntegrityError as exc:  # two names met in one host label: refuse, never share
+        raise ValidationError(
+            {
+                "name": (
+                    f"An endpoint of another job already has the host name of '{job.name}'; "
+                    "choose another job name."
+                )
+            }
+        ) from exc
 
 
 def relaunch_job(job: Job, *, actor: Any, name: str = "") -> tuple[Job, list[str]]:

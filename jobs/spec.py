@@ -22,6 +22,10 @@ IMAGE = re.compile(
     r"(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
 )
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+# Variables that choose devices or belong to the portal: the device plugin and the portal set
+# them, and a job that overrode them could reach GPUs it was not given or lie about itself.
+RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+RESERVED_ENV_PREFIXES = ("NVIDIA_", "GPU_PORTAL_")
 JOB_NAME_MAX = 48  # leaves room for "-workspace" and Volcano's "-<task>-<index>" pod names
 RESERVED_PORT_NAMES = ("auth", "api", "static", "admin")
 ENDPOINT_MODES = ("ingress", "nodeport", "loadbalancer", "podip")
@@ -211,6 +215,13 @@ def _env(errors: Errors, env: Any) -> tuple[tuple[str, str], ...]:
                 "env",
                 f"'{name}' is not a valid environment variable name; use letters, "
                 "digits, '_', '-' and '.', not starting with a digit.",
+            )
+        elif str(name) in RESERVED_ENV or str(name).startswith(RESERVED_ENV_PREFIXES):
+            errors.add(
+                "env",
+                f"'{name}' is set by the cluster or the portal (devices, GPU_PORTAL_*); "
+                "leave it out.",
+                "reserved",
             )
     return tuple((str(k), str(v)) for k, v in env.items())
 

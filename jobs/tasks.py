@@ -13,7 +13,7 @@ from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import PermanentK8sError
 from k8s_adapters.labels import portal_labels
 from k8s_adapters.names import endpoint_service
-from k8s_adapters.routing import ROUTE_KINDS, build_service, observed_service
+from k8s_adapters.routing import ENDPOINT_KINDS, observed_service
 from k8s_adapters.volcano import (
     JOB_KINDS,
     PODGROUP_API,
@@ -109,14 +109,14 @@ def _ensure_endpoints(cluster, job, active=True):
     if not rows:
         return
     live = endpoints.specs(job) if active else []
-    desired = [build_service(e) for e in live] + endpoints.route_objects(job, live)
+    desired = endpoints.objects(live)
     applied = cluster.apply(desired)
     if len(live) < len(rows):  # only then can something be left over: spare the resync LISTs
         labels = portal_labels(tenant=job.tenant.slug, job=job.name, component="endpoint")
         cluster.prune(
             labels=labels,
             keep={ObjectRef.of(m) for m in desired},
-            kinds=(("v1", "Service"), *ROUTE_KINDS),
+            kinds=ENDPOINT_KINDS,
             namespace=job.tenant.namespace,
         )
     refs = {ObjectRef.of(obj): obj for obj in applied}
@@ -175,7 +175,7 @@ def _set(job, **fields):
 
 def _delete(job):
     cluster = get_cluster()
-    kinds = (*JOB_KINDS, ("bus.volcano.sh/v1alpha1", "Command"), ("v1", "Service"), *ROUTE_KINDS)
+    kinds = (*JOB_KINDS, ("bus.volcano.sh/v1alpha1", "Command"), *ENDPOINT_KINDS)
     cluster.prune(
         labels=portal_labels(tenant=job.tenant.slug, job=job.name),
         keep=set(),

@@ -7,7 +7,6 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from k8s_adapters.routing import build_service
 from k8s_adapters.volcano import build_job
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.choices import Role
@@ -48,12 +47,7 @@ def spec_errors(form, exc):
 
 def job_manifests(job):
     """Everything the job owns in the cluster, as the reconciler would apply it."""
-    live = endpoints.specs(job)
-    return [
-        *build_job(job.job_spec()),
-        *(build_service(e) for e in live),
-        *endpoints.route_objects(job, live),
-    ]
+    return [*build_job(job.job_spec()), *endpoints.objects(endpoints.specs(job))]
 
 
 def manifests_yaml(objects):

@@ -17,7 +17,7 @@ from typing import Any, Self
 from kubernetes import client, config, dynamic, watch
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from .errors import translate
+from .errors import PermanentK8sError, translate
 from .labels import selector as label_selector
 
 
@@ -95,6 +95,16 @@ class Cluster:
                         api_version=api_version, kind=kind
                     )
         return self._resources[key]
+
+    def serves(self, api_version: str, kind: str) -> bool:
+        """Whether the API server knows this kind (its CRD is installed)."""
+        try:
+            self.resource(api_version, kind)
+        except PermanentK8sError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     def _namespace(self, resource: Any, namespace: str | None) -> str | None:
         return (namespace or None) if resource.namespaced else None
@@ -195,10 +205,13 @@ class Cluster:
         kinds: Iterable[tuple[str, str]],
         namespace: str | None = None,
     ) -> list[ObjectRef]:
-        """Delete the objects of these kinds that carry these labels and are not kept."""
+        """Delete the objects of these kinds that carry these labels and are not kept (kinds the
+        server does not serve hold nothing to delete)."""
         keep = set(keep)
         deleted = []
         for api_version, kind in kinds:
+            if not self.serves(api_version, kind):
+                continue
             for obj in self.list(api_version, kind, namespace=namespace, labels=labels):
                 ref = ObjectRef.of(obj)
                 if ref not in keep and self.delete(api_version, kind, ref.name, ref.namespace):

@@ -1,8 +1,9 @@
-"""Pure builders for job endpoints: a Service per endpoint, and one route object set per job
-through a routing driver (ingress-nginx annotations, or Traefik IngressRoute + ForwardAuth).
-Both drivers send every request to the portal's one forward-auth endpoint."""
+"""Pure builders for job endpoints: a Service per endpoint and, for HTTP endpoints, its route
+through a routing driver. Every driver is built from the same EndpointSpec, and every route's
+forward-auth address names its endpoint (`/auth/endpoint/<id>`), so a request routed to an
+endpoint is always checked against that endpoint, whatever the client put in its headers."""
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from . import names
 from .labels import portal_labels
 
 TRAEFIK_API = "traefik.io/v1alpha1"
+GATEWAY_API = "gateway.networking.k8s.io/v1"
 SERVICE_TYPES = {
     "ingress": "ClusterIP",
     "nodeport": "NodePort",
@@ -20,11 +22,21 @@ ROUTE_KINDS = (
     ("networking.k8s.io/v1", "Ingress"),
     (TRAEFIK_API, "IngressRoute"),
     (TRAEFIK_API, "Middleware"),
+    (GATEWAY_API, "HTTPRoute"),
 )
+ENDPOINT_KINDS = (("v1", "Service"), ("networking.k8s.io/v1", "NetworkPolicy"), *ROUTE_KINDS)
+# What the portal tells the router to put on the forwarded request, replacing whatever the
+# client sent: the user's identity, its cookies without the endpoint cookie, and no
+# Authorization (listed but never answered, so the router deletes it).
+IDENTITY_HEADERS = ("X-Auth-Request-User", "X-Auth-Request-Email", "X-Auth-Request-Groups")
+AUTH_RESPONSE_HEADERS = (*IDENTITY_HEADERS, "Cookie", "Authorization")
+# What the router sends the portal: only the credentials it decides on.
+AUTH_REQUEST_HEADERS = ("Cookie", "Authorization", "Accept")
 
 
 @dataclass(frozen=True)
 class EndpointSpec:
+    id: int
     name: str
     job: str
     task: str
@@ -34,8 +46,7 @@ class EndpointSpec:
     container_port: int
     protocol: str  # http | tcp | ssh
     mode: str  # ingress | nodeport | loadbalancer | podip
-    host: str = ""  # the public host name of the route
-    path: str = "/"  # path prefix in path mode, "/" in host mode
+    host: str = ""  # the endpoint's own public host name
 
     @property
     def service_name(self) -> str:
@@ -48,16 +59,18 @@ class EndpointSpec:
 
 @dataclass(frozen=True)
 class AuthSpec:
-    """Where the ingress asks whether a request may pass, and where browsers sign in."""
+    """Where the router asks the portal (from inside the cluster) and where browsers go."""
 
-    auth_url: str
-    signin_url: str
-    response_headers: tuple[str, ...] = (
-        "X-Auth-Request-User",
-        "X-Auth-Request-Email",
-        "X-Auth-Request-Groups",
-    )
-    cache_duration: str = "30s"
+    internal_url: str  # the portal as the router reaches it
+    public_url: str  # the portal as browsers reach it
+    gateway: str = ""  # namespace/name of the Gateway HTTPRoutes attach to
+    ingress_class: str = "nginx"
+
+    def auth_url(self, endpoint: EndpointSpec) -> str:
+        return f"{self.internal_url}/auth/endpoint/{endpoint.id}"
+
+    def signin_url(self, endpoint: EndpointSpec) -> str:
+        return f"{self.public_url}/auth/endpoint/{endpoint.id}/start"
 
 
 def _labels(endpoint: EndpointSpec) -> dict[str, str]:
@@ -66,6 +79,15 @@ def _labels(endpoint: EndpointSpec) -> dict[str, str]:
     )
     labels["gpu-portal.io/endpoint"] = endpoint.name
     return labels
+
+
+def _metadata(endpoint: EndpointSpec, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": endpoint.service_name,
+        "namespace": endpoint.namespace,
+        "labels": _labels(endpoint),
+        **extra,
+    }
 
 
 def build_service(endpoint: EndpointSpec) -> dict:
@@ -96,120 +118,166 @@ def build_service(endpoint: EndpointSpec) -> dict:
     }
 
 
-def _job_labels(endpoints: Sequence[EndpointSpec]) -> dict[str, str]:
-    first = endpoints[0]
-    return portal_labels(
-        tenant=first.tenant, job=first.job, owner=first.owner, component="endpoint"
-    )
+def build_exposure_policy(endpoint: EndpointSpec) -> dict[str, Any] | None:
+    """A NodePort or LoadBalancer port is reachable from outside the tenant by design (the
+    tenant was allowed to): admit any source to that port of the task's pods only."""
+    if endpoint.mode not in ("nodeport", "loadbalancer"):
+        return None
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(endpoint),
+        "spec": {
+            "podSelector": {
+                "matchLabels": {
+                    "volcano.sh/job-name": endpoint.job,
+                    "volcano.sh/task-spec": endpoint.task,
+                }
+            },
+            "policyTypes": ["Ingress"],
+            "ingress": [{"ports": [{"port": endpoint.container_port, "protocol": "TCP"}]}],
+        },
+    }
+
+
+def endpoint_objects(
+    endpoints: Iterable[EndpointSpec], auth: AuthSpec, driver: str
+) -> list[dict[str, Any]]:
+    """Everything the cluster needs for these endpoints: Services, routes, exposure policies."""
+    endpoints = list(endpoints)
+    policies = [p for p in map(build_exposure_policy, endpoints) if p is not None]
+    return [*map(build_service, endpoints), *build_routes(endpoints, auth, driver), *policies]
+
+
+def _forward_auth(endpoint: EndpointSpec, auth: AuthSpec) -> dict[str, Any]:
+    """Traefik's ForwardAuth Middleware for one endpoint. Traefik hands non-2xx answers to the
+    browser as they are, so the portal answers the sign-in redirect (mode=redirect) itself."""
+    return {
+        "apiVersion": TRAEFIK_API,
+        "kind": "Middleware",
+        "metadata": _metadata(endpoint),
+        "spec": {
+            "forwardAuth": {
+                "address": f"{auth.auth_url(endpoint)}?mode=redirect",
+                "authRequestHeaders": list(AUTH_REQUEST_HEADERS),
+                "authResponseHeaders": list(AUTH_RESPONSE_HEADERS),
+                "trustForwardHeader": False,
+                # The handshake's last redirect is a path on the endpoint's own host; by
+                # default Traefik would prefix it with the auth server's address.
+                "preserveLocationHeader": True,
+                "maxResponseBodySize": 4096,
+            }
+        },
+    }
+
+
+class Traefik:
+    """Per endpoint: a ForwardAuth Middleware and an IngressRoute matching its own host."""
+
+    name = "traefik"
+
+    def build(self, endpoint: EndpointSpec, auth: AuthSpec) -> list[dict[str, Any]]:
+        route = {
+            "kind": "Rule",
+            "match": f"Host(`{endpoint.host}`)",
+            "middlewares": [{"name": endpoint.service_name}],
+            "services": [{"name": endpoint.service_name, "port": endpoint.container_port}],
+        }
+        return [
+            _forward_auth(endpoint, auth),
+            {
+                "apiVersion": TRAEFIK_API,
+                "kind": "IngressRoute",
+                "metadata": _metadata(endpoint),
+                "spec": {"routes": [route]},
+            },
+        ]
+
+
+class GatewayApi:
+    """Per endpoint: an HTTPRoute on the shared Gateway for its own host, with Traefik's
+    ForwardAuth Middleware attached through an ExtensionRef filter (external auth is
+    implementation-specific in Gateway API)."""
+
+    name = "gateway-api"
+
+    def build(self, endpoint: EndpointSpec, auth: AuthSpec) -> list[dict[str, Any]]:
+        namespace, _, gateway = auth.gateway.rpartition("/")
+        parent = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway}
+        if namespace:
+            parent["namespace"] = namespace
+        auth_filter = {
+            "type": "ExtensionRef",
+            "extensionRef": {
+                "group": "traefik.io",
+                "kind": "Middleware",
+                "name": endpoint.service_name,
+            },
+        }
+        rule = {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+            "filters": [auth_filter],
+            "backendRefs": [{"name": endpoint.service_name, "port": endpoint.container_port}],
+        }
+        return [
+            _forward_auth(endpoint, auth),
+            {
+                "apiVersion": GATEWAY_API,
+                "kind": "HTTPRoute",
+                "metadata": _metadata(endpoint),
+                "spec": {"parentRefs": [parent], "hostnames": [endpoint.host], "rules": [rule]},
+            },
+        ]
 
 
 class IngressNginx:
-    """One Ingress per job holding all its HTTP endpoints, so the controller reloads once.
-    External auth: 401 from auth-url sends the browser to auth-signin with `rd`."""
+    """Per endpoint: an Ingress for its own host with external-auth annotations. A 401 from
+    auth-url sends the browser to auth-signin (the portal's handshake) with `rd`; the auth cache
+    is keyed by the host and every credential the request carries."""
 
     name = "ingress-nginx"
 
-    def build(
-        self, endpoints: Iterable[EndpointSpec], auth: AuthSpec, ingress_class: str = "nginx"
-    ) -> list[dict[str, Any]]:
-        routed = [e for e in endpoints if e.routed]
-        if not routed:
-            return []
-        first = routed[0]
+    def build(self, endpoint: EndpointSpec, auth: AuthSpec) -> list[dict[str, Any]]:
+        prefix = "nginx.ingress.kubernetes.io/"
         annotations = {
-            "nginx.ingress.kubernetes.io/auth-url": auth.auth_url,
-            "nginx.ingress.kubernetes.io/auth-signin": auth.signin_url,
-            "nginx.ingress.kubernetes.io/auth-response-headers": ",".join(auth.response_headers),
-            "nginx.ingress.kubernetes.io/auth-cache-key": "$cookie_sessionid$http_host",
-            "nginx.ingress.kubernetes.io/auth-cache-duration": f"200 401 403 {auth.cache_duration}",
-            "nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
-            "nginx.ingress.kubernetes.io/proxy-body-size": "0",
+            f"{prefix}auth-url": auth.auth_url(endpoint),
+            f"{prefix}auth-signin": auth.signin_url(endpoint),
+            f"{prefix}auth-response-headers": ",".join(AUTH_RESPONSE_HEADERS),
+            f"{prefix}auth-cache-key": "$host$http_authorization$http_cookie",
+            f"{prefix}auth-cache-duration": "200 401 403 10s",
+            f"{prefix}proxy-read-timeout": "3600",
+            f"{prefix}proxy-body-size": "0",
         }
-        hosts: dict[str, list[dict[str, Any]]] = {}
-        for e in routed:
-            hosts.setdefault(e.host, []).append(
-                {
-                    "path": e.path,
-                    "pathType": "Prefix",
-                    "backend": {
-                        "service": {"name": e.service_name, "port": {"number": e.container_port}}
-                    },
-                }
-            )
-        rules = [
-            {**({"host": host} if host else {}), "http": {"paths": paths}}
-            for host, paths in sorted(hosts.items())
-        ]
+        backend = {
+            "service": {
+                "name": endpoint.service_name,
+                "port": {"number": endpoint.container_port},
+            }
+        }
+        rule = {
+            "host": endpoint.host,
+            "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]},
+        }
         return [
             {
                 "apiVersion": "networking.k8s.io/v1",
                 "kind": "Ingress",
-                "metadata": {
-                    "name": names.job_routes(first.job),
-                    "namespace": first.namespace,
-                    "labels": _job_labels(routed),
-                    "annotations": annotations,
-                },
-                "spec": {"ingressClassName": ingress_class, "rules": rules},
+                "metadata": _metadata(endpoint, annotations=annotations),
+                "spec": {"ingressClassName": auth.ingress_class, "rules": [rule]},
             }
         ]
 
 
-class Traefik:
-    """A ForwardAuth Middleware and one IngressRoute per job. Traefik returns the auth answer
-    to the browser as is, so the portal answers a 302 to its sign-in page itself."""
-
-    name = "traefik"
-
-    def build(
-        self, endpoints: Iterable[EndpointSpec], auth: AuthSpec, ingress_class: str = ""
-    ) -> list[dict[str, Any]]:
-        routed = [e for e in endpoints if e.routed]
-        if not routed:
-            return []
-        first = routed[0]
-        middleware = f"{first.job}-auth"
-        labels = _job_labels(routed)
-        separator = "&" if "?" in auth.auth_url else "?"
-        return [
-            {
-                "apiVersion": TRAEFIK_API,
-                "kind": "Middleware",
-                "metadata": {"name": middleware, "namespace": first.namespace, "labels": labels},
-                "spec": {
-                    "forwardAuth": {
-                        "address": f"{auth.auth_url}{separator}redirect=1",
-                        "authResponseHeaders": list(auth.response_headers),
-                    }
-                },
-            },
-            {
-                "apiVersion": TRAEFIK_API,
-                "kind": "IngressRoute",
-                "metadata": {
-                    "name": names.job_routes(first.job),
-                    "namespace": first.namespace,
-                    "labels": labels,
-                },
-                "spec": {
-                    "routes": [
-                        {
-                            "kind": "Rule",
-                            "match": (f"Host(`{e.host}`) && " if e.host else "")
-                            + f"PathPrefix(`{e.path}`)",
-                            "middlewares": [{"name": middleware}],
-                            "services": [{"name": e.service_name, "port": e.container_port}],
-                        }
-                        for e in routed
-                    ]
-                },
-            },
-        ]
-
-
-DRIVERS: dict[str, IngressNginx | Traefik] = {
-    driver.name: driver for driver in (IngressNginx(), Traefik())
+DRIVERS: dict[str, Traefik | GatewayApi | IngressNginx] = {
+    driver.name: driver for driver in (Traefik(), GatewayApi(), IngressNginx())
 }
+
+
+def build_routes(
+    endpoints: Iterable[EndpointSpec], auth: AuthSpec, driver: str
+) -> list[dict[str, Any]]:
+    """The route objects of every routed (HTTP, ingress-mode) endpoint."""
+    return [obj for e in endpoints if e.routed for obj in DRIVERS[driver].build(e, auth)]
 
 
 # -- readers ----------------------------------------------------------------------------------

@@ -1,12 +1,21 @@
 """Pure builders for a tenant's objects: Namespace, ResourceQuota, LimitRange, Volcano Queue."""
 
 from dataclasses import dataclass
+from typing import Any
 
 from .labels import MANAGED_BY, PORTAL, TENANT, portal_labels
 
 GPU = "nvidia.com/gpu"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
-NAMESPACED_KINDS = (("v1", "ResourceQuota"), ("v1", "LimitRange"))
+NETWORK_POLICY = ("networking.k8s.io/v1", "NetworkPolicy")
+NAMESPACED_KINDS = (("v1", "ResourceQuota"), ("v1", "LimitRange"), NETWORK_POLICY)
+# Pod Security: job pods must meet `baseline` (no privileged or host access); `restricted`
+# is reported as warnings and audit events, so tenants see what would tighten next.
+POD_SECURITY = {
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
 CLUSTER_KINDS = (("v1", "Namespace"), (QUEUE_API, "Queue"))
 
 
@@ -26,6 +35,7 @@ class TenantSpec:
     guarantee_gpus: int = 0
     reclaimable: bool = True
     parent_queue: str | None = None
+    router_namespace: str = ""  # where the endpoint router runs: admitted to tenant pods
 
 
 def _labels(spec: TenantSpec) -> dict[str, str]:
@@ -38,9 +48,33 @@ def build_namespace(spec: TenantSpec) -> dict:
         "kind": "Namespace",
         "metadata": {
             "name": spec.namespace,
-            "labels": _labels(spec),
+            "labels": {**_labels(spec), **POD_SECURITY},
             "annotations": {"gpu-portal.io/display-name": spec.display_name},
         },
+    }
+
+
+def build_network_policy(spec: TenantSpec) -> dict[str, Any]:
+    """Tenant pods accept traffic from their own namespace and the endpoint router only; other
+    tenants' pods cannot reach them. Ports a job exposes directly get a policy of their own."""
+    sources: list[dict[str, Any]] = [{"podSelector": {}}]
+    if spec.router_namespace:
+        sources.append(
+            {
+                "namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": spec.router_namespace}
+                }
+            }
+        )
+    return {
+        "apiVersion": NETWORK_POLICY[0],
+        "kind": NETWORK_POLICY[1],
+        "metadata": {
+            "name": "gpu-portal-isolation",
+            "namespace": spec.namespace,
+            "labels": _labels(spec),
+        },
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": sources}]},
     }
 
 
@@ -111,6 +145,7 @@ def build_tenant(spec: TenantSpec) -> list[dict]:
         build_namespace(spec),
         build_resource_quota(spec),
         build_limit_range(spec),
+        build_network_policy(spec),
         build_queue(spec),
     ]
 

@@ -85,6 +85,8 @@ def _pod_spec(spec: JobSpec, task: Task) -> dict[str, Any]:
     volumes, mounts = _volumes(spec, task)
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
+        # Job code gets no credentials for the Kubernetes API.
+        "automountServiceAccountToken": False,
         "containers": [_container(spec, task, mounts)],
         "volumes": volumes,
     }

@@ -194,29 +194,50 @@ CELERY_BEAT_SCHEDULE["jobs"] = {
 
 # -- Job endpoints ----------------------------------------------------------------------------
 # How exposed ports are reached: "ingress" (an SSO-protected URL), "nodeport", "loadbalancer" or
-# "podip"; TCP and SSH ports cannot go through an HTTP ingress and use ENDPOINT_TCP_MODE.
+# "podip"; TCP and SSH ports cannot go through an HTTP router and use ENDPOINT_TCP_MODE. NodePort
+# and LoadBalancer bypass SSO: a platform admin allows them per tenant (else "podip" is used).
 ENDPOINT_MODE = env.str("ENDPOINT_MODE", default="ingress")
 ENDPOINT_TCP_MODE = env.str("ENDPOINT_TCP_MODE", default="nodeport")
-# "path": https://<ENDPOINT_HOST>/jobs/<tenant>/<job>/<endpoint>/ ; "host":
-# https://<endpoint>--<job>--<tenant>.<ENDPOINT_WILDCARD_DOMAIN>/ for apps that must live at /.
-ENDPOINT_ROUTE = env.str("ENDPOINT_ROUTE", default="path")
-ENDPOINT_PATH_PREFIX = "/jobs"
-# The host name routes match in path mode; empty: any host (URLs then use PORTAL_URL's origin).
-ENDPOINT_HOST = env.str("ENDPOINT_HOST", default="")
-ENDPOINT_SCHEME = env.str("ENDPOINT_SCHEME", default=PORTAL_URL.split("://", 1)[0])
-ENDPOINT_WILDCARD_DOMAIN = env.str("ENDPOINT_WILDCARD_DOMAIN", default="")
-# "ingress-nginx" (annotations) or "traefik" (IngressRoute + ForwardAuth Middleware).
-ROUTING_DRIVER = env.str("ROUTING_DRIVER", default="ingress-nginx")
+# Every HTTP endpoint is its own origin, <port>--<job>--<tenant>.<ENDPOINT_WILDCARD_DOMAIN>, so
+# job apps (code users wrote) never share an origin with the portal or with each other. Point a
+# wildcard DNS record (and certificate) at the router. Chromium resolves *.localhost to loopback.
+ENDPOINT_WILDCARD_DOMAIN = env.str(
+    "ENDPOINT_WILDCARD_DOMAIN", default="endpoints.localhost" if DEBUG else ""
+).strip(".")
+ENDPOINT_SCHEME = env.str("ENDPOINT_SCHEME", default="https")
+# The router's public port when it is not the scheme's default (local development).
+ENDPOINT_PORT = env.int("ENDPOINT_PORT", default=0)
+# "traefik" (IngressRoute + ForwardAuth Middleware), "gateway-api" (HTTPRoute with Traefik's
+# ForwardAuth through an ExtensionRef filter) or "ingress-nginx" (annotations).
+ROUTING_DRIVER = env.str("ROUTING_DRIVER", default="traefik")
 ROUTING_INGRESS_CLASS = env.str("ROUTING_INGRESS_CLASS", default="nginx")
-# The portal as the ingress controller reaches it (inside the cluster), for forward-auth.
+# The Gateway HTTPRoutes attach to, as namespace/name, and the namespace the router runs in
+# (tenant NetworkPolicies admit traffic from it).
+ROUTING_GATEWAY = env.str("ROUTING_GATEWAY", default="gpu-portal-router/gpu-portal")
+ROUTER_NAMESPACE = env.str("ROUTER_NAMESPACE", default="gpu-portal-router")
+# The portal as the router reaches it (inside the cluster), for forward-auth.
 PORTAL_INTERNAL_URL = env.str("PORTAL_INTERNAL_URL", default=PORTAL_URL)
+# Per-process caches of endpoints, users and tokens behind forward-auth: a revoked membership,
+# token, user or endpoint is refused within this many seconds.
 FORWARD_AUTH_CACHE_SECONDS = env.int("FORWARD_AUTH_CACHE_SECONDS", default=10)
-if ENDPOINT_ROUTE not in ("path", "host") or (
-    ENDPOINT_ROUTE == "host" and not ENDPOINT_WILDCARD_DOMAIN
+# An endpoint cookie is re-issued through the portal (a redirect) after this long.
+ENDPOINT_COOKIE_SECONDS = env.int("ENDPOINT_COOKIE_SECONDS", default=8 * 3600)
+if not ENDPOINT_WILDCARD_DOMAIN:
+    raise ImproperlyConfigured(
+        "Set ENDPOINT_WILDCARD_DOMAIN to a domain whose subdomains point at the router, for "
+        "example endpoints.example.org (job apps get one origin each under it)."
+    )
+_portal_host = (PORTAL_URL.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]).lower()
+if _portal_host == ENDPOINT_WILDCARD_DOMAIN or _portal_host.endswith(
+    "." + ENDPOINT_WILDCARD_DOMAIN
 ):
     raise ImproperlyConfigured(
-        "ENDPOINT_ROUTE is 'path' or 'host'; 'host' needs ENDPOINT_WILDCARD_DOMAIN."
+        f"The portal ({_portal_host}) must not live under ENDPOINT_WILDCARD_DOMAIN "
+        f"({ENDPOINT_WILDCARD_DOMAIN}): job apps could then set cookies the portal reads. Use a "
+        "sibling domain such as endpoints.example.org beside portal.example.org."
     )
+if ROUTING_DRIVER not in ("traefik", "gateway-api", "ingress-nginx"):
+    raise ImproperlyConfigured("ROUTING_DRIVER is traefik, gateway-api or ingress-nginx.")
 CELERY_BEAT_SCHEDULE["endpoints"] = {
     "task": "jobs.reclaim_endpoints",
     "schedule": timedelta(seconds=60),

@@ -33,8 +33,12 @@ router.register("me/tokens", profile.TokenViewSet, basename="token")
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
-    path("auth/endpoint", forward_auth.forward_auth, name="forward-auth"),
-    path("auth/signin", forward_auth.signin, name="forward-auth-signin"),
+    path("auth/endpoint/<int:endpoint_id>", forward_auth.forward_auth, name="forward-auth"),
+    path(
+        "auth/endpoint/<int:endpoint_id>/start",
+        forward_auth.start,
+        name="endpoint-start",
+    ),
     path("readyz", health.readyz, name="readyz"),
     path("", tenants_views.home, name="home"),
     path("", include("tenants.urls")),

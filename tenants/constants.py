@@ -23,6 +23,7 @@ QUOTA_FIELDS = [
     "member_gpu_cap",
     "endpoint_default_hours",
     "endpoint_max_hours",
+    "allow_direct_exposure",
 ]
 QUEUE_FIELDS = [
     "queue_weight",

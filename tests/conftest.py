@@ -161,6 +161,26 @@ def worker(session_worker, queued_tasks):
     return session_worker.ensure()
 
 
+@pytest.fixture(scope="session")
+def router_port(cluster):
+    """The real router (Traefik) watching the local API server."""
+    from tests import router
+
+    with router.router(settings.KUBECONFIG) as port:
+        yield port
+
+
+@pytest.fixture(scope="session")
+def upstream(tmp_path_factory):
+    """(address, port) of the echo app that plays a job's pod behind the router."""
+    from tests import router
+
+    if os.geteuid() != 0:
+        pytest.fail("the router tests create a network namespace: run them as root (CI does)")
+    with router.upstream(tmp_path_factory.mktemp("upstream")) as address:
+        yield address
+
+
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",

@@ -1,11 +1,10 @@
-from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
 from k8s_adapters.names import endpoint_service
 
 from ..choices import Protocol
-from ..routes import endpoint_host, endpoint_path
+from ..routes import endpoint_host, endpoint_origin
 
 
 class EndpointMode(models.TextChoices):
@@ -25,6 +24,11 @@ class Endpoint(models.Model):
     protocol = models.CharField(max_length=8, choices=Protocol)
     mode = models.CharField(max_length=16, choices=EndpointMode)
     private = models.BooleanField(default=False, help_text="Only the job's owner may open it.")
+    host_label = models.CharField(
+        max_length=63,
+        unique=True,
+        help_text="The first label of the endpoint's own host name (unique, never parsed).",
+    )
     expires_at = models.DateTimeField()
     reclaimed_at = models.DateTimeField(null=True, blank=True)
     observed = models.JSONField(
@@ -50,22 +54,13 @@ class Endpoint(models.Model):
         return self.mode == EndpointMode.INGRESS and self.protocol == Protocol.HTTP
 
     @property
-    def path(self):
-        return endpoint_path(self.job.tenant.slug, self.job.name, self.name)
-
-    @property
     def host(self):
-        return endpoint_host(self.job.tenant.slug, self.job.name, self.name)
+        return endpoint_host(self.host_label)
 
     @property
     def url(self):
         if self.routed:
-            origin = (
-                f"{settings.ENDPOINT_SCHEME}://{self.host}"
-                if self.host
-                else settings.PORTAL_URL.rstrip("/")
-            )
-            return f"{origin}{self.path}"
+            return f"{endpoint_origin(self.host_label)}/"
         if self.mode == EndpointMode.NODEPORT and self.observed.get("node_port"):
             return f"{self.protocol}://<any node>:{self.observed['node_port']}"
         if self.mode == EndpointMode.LOADBALANCER and self.observed.get("ip"):

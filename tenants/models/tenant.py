@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -76,6 +77,10 @@ class Tenant(Reconciled):
     )
     endpoint_max_hours = models.PositiveIntegerField(
         default=72, validators=[MinValueValidator(1), MaxValueValidator(c.MAX_ENDPOINT_HOURS)]
+    )
+    allow_direct_exposure = models.BooleanField(
+        default=False,
+        help_text="Jobs may expose ports as NodePort or LoadBalancer, which bypass sign-in.",
     )
 
     queue_weight = models.PositiveIntegerField(
@@ -184,6 +189,7 @@ class Tenant(Reconciled):
             guarantee_gpus=self.queue_guarantee_gpus,
             reclaimable=self.queue_reclaimable,
             parent_queue=self.parent_queue or None,
+            router_namespace=settings.ROUTER_NAMESPACE,
         )
 
     @property

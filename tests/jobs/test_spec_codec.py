@@ -65,6 +65,9 @@ def job_specs(draw):
     )
     mode = draw(st.sampled_from(["", "hard", "soft"]))
     env_names = st.from_regex(r"[A-Z_][A-Z0-9_]{0,10}", fullmatch=True)
+    user_env_names = env_names.filter(
+        lambda n: n not in specs.RESERVED_ENV and not n.startswith(specs.RESERVED_ENV_PREFIXES)
+    )
     return JobSpec(
         name=draw(label),
         namespace=draw(label),
@@ -76,7 +79,7 @@ def job_specs(draw):
         command=tuple(draw(st.lists(text, max_size=3))),
         args=tuple(draw(st.lists(text, max_size=3))),
         working_dir=draw(st.sampled_from(["", "/workspace"])),
-        env=tuple(draw(st.dictionaries(env_names, text, max_size=3)).items()),
+        env=tuple(draw(st.dictionaries(user_env_names, text, max_size=3)).items()),
         min_available=draw(st.none() | st.integers(1, sum(t.replicas for t in job_tasks))),
         max_retry=draw(st.integers(0, 100)),
         ttl_seconds_after_finished=draw(st.none() | st.integers(0, 86400)),

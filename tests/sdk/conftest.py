@@ -1,4 +1,5 @@
-"""The real portal served by gunicorn behind real nginx (forward-auth), with a real worker."""
+"""The real portal served by `manage.py serve`, a real worker, and the real router in front of job
+endpoints."""
 
 import sys
 
@@ -8,44 +9,55 @@ from django.conf import settings
 
 from accounts.models import ApiToken
 from tests import processes
-from tests.conftest import ROOT, _database_url
+from tests.conftest import _database_url, worker_process
 from tests.jobs.conftest import team, templates  # noqa: F401  (shared fixtures)
+from tests.router import ROUTER_PORT
 
-sys.path.insert(0, str(ROOT / "hack"))
-from nginx_harness import Nginx, free_port  # noqa: E402
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
-def served(django_db_setup, cluster, tmp_path_factory):
-    """(portal URL through nginx, gunicorn URL): gunicorn on the test database, nginx in front
-    routing / to the portal and /jobs/ through forward-auth."""
-    nginx_port, port = free_port(), free_port()
-    env = {
+def portal_env():
+    """How the portal's processes (web and worker) are configured for these tests."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    return {
         "DATABASE_URL": _database_url(),
         "REDIS_URL": settings.REDIS_URL,
         "KUBECONFIG": settings.KUBECONFIG,
         "DEBUG": "true",
-        "PORTAL_URL": f"http://127.0.0.1:{nginx_port}",
-        "FORWARD_AUTH_CACHE_SECONDS": "0",
+        "PORTAL_URL": url,
+        "PORTAL_INTERNAL_URL": url,
+        "ENDPOINT_SCHEME": "http",
+        "ENDPOINT_PORT": str(ROUTER_PORT),
+        "RECONCILE_DEDUP_SECONDS": str(settings.RECONCILE_DEDUP_SECONDS),
     }
-    web_url = f"http://127.0.0.1:{port}"
-    args = [sys.executable, "-m", "gunicorn", "portal.wsgi:application"]
-    args += ["--bind", f"127.0.0.1:{port}", "--workers", "2"]
+
+
+@pytest.fixture(scope="session")
+def served(django_db_setup, cluster, router_port, portal_env, tmp_path_factory):
+    """The portal's URL: `manage.py serve` on the test database."""
+    url = portal_env["PORTAL_URL"]
+    args = [sys.executable, "manage.py", "serve", "--bind", url.split("://")[1]]
     with processes.running(
         args,
-        log=tmp_path_factory.mktemp("gunicorn") / "web.log",
-        env=env,
-        ready=lambda: requests.get(f"{web_url}/healthz", timeout=5).ok,
-        what="gunicorn",
+        log=tmp_path_factory.mktemp("the web server") / "web.log",
+        env=portal_env,
+        ready=lambda: requests.get(f"{url}/healthz", timeout=5).ok,
+        what="the web server",
     ):
-        proxy = Nginx(f"127.0.0.1:{port}", port=nginx_port)
-        try:
-            yield proxy.url, web_url
-        finally:
-            proxy.stop()
+        yield url
 
 
 @pytest.fixture
-def token(team, worker):  # noqa: F811  (the shared fixture, requested by name)
-    """bob's personal API token (the worker makes tasks go through Redis to a real worker)."""
-    return ApiToken.issue(team["bob"], "sdk")[1]
+def token(team, session_worker, queued_tasks, portal_env, tmp_path):  # noqa: F811
+    """bob's personal API token; tasks go through Redis to a worker configured like the web."""
+    session_worker.stop()  # only this worker, with the web's settings, takes these tasks
+    with worker_process(tmp_path / "worker.log", **portal_env):
+        yield ApiToken.issue(team["bob"], "sdk")[1]

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_schemathesis_finds_no_server_errors_and_no_schema_violations(
     served, team, worker, who, tmp_path
 ):
-    _, direct = served
+    direct = served
     token = ApiToken.issue(team[who], "schemathesis")[1]
     result = subprocess.run(
         [

@@ -6,20 +6,22 @@ import subprocess
 import sys
 
 import pytest
-import requests
 from gpuportal import Client, PortalError, VolcanoJob
 
+from jobs.models import Endpoint
 from k8s_adapters.volcano import VCJOB_API
+from tenants.models import Tenant
 from tests.helpers import wait_for
 from tests.jobs.conftest import set_phase
+from tests.router import RouterClient, endpoint_slice
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_the_readme_snippet_creates_the_job_and_endpoints_that_answer_for_the_owner(
-    served, team, token, cluster
+    served, team, token, cluster, router_port, upstream
 ):
-    portal, _ = served
+    portal = served
     client = Client(portal, token)
     job = VolcanoJob(
         name="llama-sft-001",
@@ -50,22 +52,29 @@ def test_the_readme_snippet_creates_the_job_and_endpoints_that_answer_for_the_ow
     resync_jobs()
     assert client.wait(job, "running", timeout=30, interval=0.5)["state"] == "running"
     urls = client.endpoints(job)
-    slug = team["tenant"].slug
+    rows = {e.name: e for e in Endpoint.objects.filter(job__name="llama-sft-001")}
     assert urls == {
-        "jupyter": f"{portal}/jobs/{slug}/llama-sft-001/jupyter/",
-        "tensorboard": f"{portal}/jobs/{slug}/llama-sft-001/tensorboard/",
+        name: f"http://{rows[name].host}:{router_port}/" for name in ("jupyter", "tensorboard")
     }
-    with_token = requests.get(
-        urls["jupyter"], headers={"Authorization": f"Bearer {token}"}, timeout=10
-    )
-    assert (with_token.status_code, with_token.text) == (200, "user=bob\n")
-    anonymous = requests.get(urls["tensorboard"], allow_redirects=False, timeout=10)
-    assert anonymous.status_code == 302
+    for name in urls:  # the pods' app: the echo app behind each Service
+        service = cluster.get("v1", "Service", f"llama-sft-001-{name}", ns)
+        cluster.apply_one(endpoint_slice(service, *upstream))
+    router = RouterClient(router_port)
+    auth = {"Authorization": f"Bearer {token}"}
+    host = rows["jupyter"].host
+    for row in rows.values():
+        wait_for(lambda r=row: router.get(r.host, **auth).status_code == 200, message=row.host)
+    seen = dict(router.get(host, **auth).json()["headers"])
+    assert seen["X-Auth-Request-User"] == "bob"
+    assert "Authorization" not in seen
+    anonymous = router.get(rows["tensorboard"].host, Accept="text/html")
+    assert anonymous.status_code == 302, anonymous.text
+    assert anonymous.headers["Location"].startswith(f"{portal}/auth/endpoint/")
     assert [e["kind"] for e in client.events(job)][-1] == "queued"
 
 
 def test_errors_carry_the_servers_field_errors(served, team, token):
-    client = Client(served[0], token)
+    client = Client(served, token)
     bad = VolcanoJob(name="Bad Name", image="not an image", queue=team["tenant"].slug, gpu=500)
     with pytest.raises(PortalError) as caught:
         client.submit(bad)
@@ -86,9 +95,13 @@ def cli(*args, config_home):
     return result
 
 
-def test_the_cli_logs_in_submits_lists_extends_and_cancels(served, team, token, tmp_path, cluster):
-    portal, _ = served
+def test_the_cli_logs_in_submits_lists_extends_and_cancels(
+    served, team, token, tmp_path, cluster, router_port
+):
+    portal = served
     slug = team["tenant"].slug
+    # SSH through a NodePort bypasses sign-in: a platform admin allowed it for this tenant.
+    Tenant.objects.filter(pk=team["tenant"].pk).update(allow_direct_exposure=True)
     assert (
         cli(
             "login",
@@ -124,7 +137,7 @@ def test_the_cli_logs_in_submits_lists_extends_and_cancels(served, team, token, 
         message="the endpoints",
     )
     status = cli("jobs", "status", "dev-box", "--endpoints", config_home=tmp_path).stdout
-    assert f"{portal}/jobs/{slug}/dev-box/jupyter/" in status
+    assert f"http://jupyter--dev-box--{slug}.endpoints.localhost:{router_port}/" in status
     ssh = wait_for(
         lambda: cli("ssh", "dev-box", "--print", config_home=tmp_path).stdout,
         message="the SSH NodePort",

@@ -19,18 +19,49 @@ SPEC = TenantSpec(
     deserved_gpus=12,
     guarantee_gpus=4,
     reclaimable=False,
+    router_namespace="gpu-portal-router",
 )
 
 
-def test_a_tenant_is_a_namespace_quota_limit_range_and_queue():
-    namespace, quota, limits, queue = build_tenant(SPEC)
+def test_a_tenant_is_a_namespace_quota_limit_range_isolation_policy_and_queue():
+    namespace, quota, limits, policy, queue = build_tenant(SPEC)
     assert namespace == {
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {
             "name": "tenant-vision",
-            "labels": LABELS,
+            "labels": {
+                **LABELS,
+                "pod-security.kubernetes.io/enforce": "baseline",
+                "pod-security.kubernetes.io/warn": "restricted",
+                "pod-security.kubernetes.io/audit": "restricted",
+            },
             "annotations": {"gpu-portal.io/display-name": "Vision Lab"},
+        },
+    }
+    assert policy == {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": "gpu-portal-isolation",
+            "namespace": "tenant-vision",
+            "labels": LABELS,
+        },
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [
+                        {"podSelector": {}},
+                        {
+                            "namespaceSelector": {
+                                "matchLabels": {"kubernetes.io/metadata.name": "gpu-portal-router"}
+                            }
+                        },
+                    ]
+                }
+            ],
         },
     }
     assert quota == {

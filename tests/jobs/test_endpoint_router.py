@@ -1,0 +1,390 @@
+"""Job endpoints through the real router (Traefik) with every cache on: the handshake that gives a
+browser an endpoint cookie, who may pass with which credential, what the job's app receives,
+WebSocket upgrades, headers and paths that lie, and how fast each revocation takes effect."""
+
+import base64
+import json
+import secrets
+import socket
+import time
+import uuid
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
+
+from accounts.models import ApiToken
+from jobs import endpoints, services
+from jobs.models import Endpoint
+from k8s_adapters.tenant import QUEUE_API
+from tenants import services as tenant_services
+from tenants.choices import Role
+from tenants.models import Membership
+from tests import router as bed
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+REVOCATION_LIMIT = 30  # seconds, with every cache on
+
+
+@pytest.fixture
+def routing(live_server, settings, router_port):
+    """The portal as the router and browsers reach it; endpoints on the router's port."""
+    settings.PORTAL_URL = settings.PORTAL_INTERNAL_URL = live_server.url
+    settings.ENDPOINT_SCHEME, settings.ENDPOINT_PORT = "http", router_port
+    settings.ROUTING_DRIVER = "traefik"
+    return bed.RouterClient(router_port)
+
+
+@pytest.fixture
+def other(cluster, team, django_capture_on_commit_callbacks):
+    """charlie's own tenant."""
+    tenant = tenant_services.create_tenant(
+        actor=team["admin"], slug=f"other-{uuid.uuid4().hex[:8]}", display_name="Other", gpu_quota=8
+    )
+    Membership.objects.create(tenant=tenant, user=team["charlie"], role=Role.RESEARCHER)
+    yield tenant
+    cluster.delete(QUEUE_API, "Queue", tenant.queue_name)
+    cluster.delete("v1", "Namespace", tenant.namespace)
+
+
+def launch(cluster, upstream, tenant, owner, name, *, private=False):
+    """A job exposing `web` (HTTP), its Service backed by the echo app; returns the endpoint
+    once the router serves its host."""
+    spec = {
+        "image": "python:3.12",
+        "command": ["python", "-m", "http.server"],
+        "tasks": [{"name": "main", "replicas": 1, "gpus": 0}],
+        "expose": [{"name": "web", "task": "main", "container_port": 8000, "private": private}],
+    }
+    job, _ = services.launch_job(tenant, owner, actor=owner, spec_data=spec, name=name)
+    endpoint = Endpoint.objects.get(job=job, name="web")
+    service = wait_for(
+        lambda: cluster.get("v1", "Service", f"{name}-web", tenant.namespace),
+        message="the endpoint's Service",
+    )
+    cluster.apply_one(bed.endpoint_slice(service, *upstream))
+    return endpoint
+
+
+def served(client, endpoint, token):
+    """Wait until the router routes the endpoint's host (a new route takes up to a second)."""
+    auth = {"Authorization": f"Bearer {token}"}
+    wait_for(
+        lambda: client.get(endpoint.host, **auth).status_code != 404,
+        timeout=30,
+        message=f"the router to serve {endpoint.host}",
+    )
+
+
+def portal_session(user):
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+def handshake(client, endpoint, user, path="/lab?x=1"):
+    """What a browser does on its first visit: returns (its endpoint cookie, the answers)."""
+    import requests
+
+    first = client.get(endpoint.host, path, Accept="text/html")
+    assert first.status_code == 302
+    start = first.headers["Location"]
+    back = requests.get(
+        start,
+        headers={"Cookie": f"sessionid={portal_session(user)}"},
+        allow_redirects=False,
+        timeout=30,
+    )
+    if back.status_code != 302:
+        return None, (first, back)
+    target = urlsplit(back.headers["Location"])
+    assert target.netloc == f"{endpoint.host}:{client.port}"  # only this endpoint's own host
+    landed = client.get(endpoint.host, f"{target.path}?{target.query}", Accept="text/html")
+    name, _, rest = landed.headers["Set-Cookie"].partition("=")
+    return f"{name}={rest.split(';', 1)[0]}", (first, back, landed)
+
+
+def echoed(response):
+    """What the job's app received, as the echo app reports it."""
+    assert response.status_code == 200, response.text[:300]
+    data = response.json()
+    return data["path"], {k.lower(): v for k, v in data["headers"]}
+
+
+def test_a_browser_signs_in_through_the_portal_and_the_app_sees_only_its_identity(
+    cluster, team, upstream, routing
+):
+    endpoint = launch(cluster, upstream, team["tenant"], team["bob"], "hs")
+    served(routing, endpoint, ApiToken.issue(team["bob"], "t")[1])
+    cookie, (first, back, landed) = handshake(routing, endpoint, team["bob"])
+    assert first.headers["Location"] == (
+        f"{routing_portal()}/auth/endpoint/{endpoint.pk}/start?next=%2Flab%3Fx%3D1"
+    )
+    assert landed.status_code == 302
+    assert landed.headers["Location"] == "/lab?x=1"
+    set_cookie = landed.headers["Set-Cookie"]
+    assert cookie.startswith("gpp-endpoint=")
+    assert "HttpOnly" in set_cookie
+    assert "SameSite=Lax" in set_cookie
+    assert "Path=/" in set_cookie
+    assert "Domain" not in set_cookie  # this host alone
+
+    sent = f"{cookie}; app=1; sessionid=stolen; csrftoken=stolen"
+    path, headers = echoed(routing.get(endpoint.host, "/lab?x=1", Cookie=sent))
+    assert path == "/lab?x=1"
+    assert headers["x-auth-request-user"] == "bob"
+    assert headers["x-auth-request-groups"] == team["tenant"].slug
+    assert headers["cookie"] == "app=1"  # no endpoint, session or CSRF cookie
+    assert "authorization" not in headers
+
+    # The code was for one use: replaying it gets nothing.
+    replay = routing.get(
+        endpoint.host,
+        urlsplit(back.headers["Location"]).path + "?" + urlsplit(back.headers["Location"]).query,
+    )
+    assert replay.status_code == 403
+
+
+def routing_portal():
+    from django.conf import settings
+
+    return settings.PORTAL_URL
+
+
+MATRIX = [
+    # (who, credential, status on the public endpoint, status on bob's private endpoint)
+    ("anonymous", "none", 401, 401),
+    ("bob", "token", 200, 200),
+    ("bob", "cookie", 200, 200),
+    ("alice", "token", 200, 403),
+    ("dave", "token", 200, 403),
+    ("dave", "cookie", 200, None),  # the private endpoint gives dave no cookie at all
+    ("charlie", "token", 403, 403),
+    ("admin", "token", 403, 403),  # platform admins are not members of every tenant
+    ("bob", "revoked", 401, 401),
+    ("bob", "expired", 401, 401),
+    ("bob", "garbage", 401, 401),
+]
+
+
+def credential(client, endpoint, user, kind):
+    if kind == "none":
+        return {}
+    if kind == "cookie":
+        cookie, _ = handshake(client, endpoint, user)
+        return {"Cookie": cookie} if cookie else None
+    if kind == "garbage":
+        return {"Authorization": "Bearer gpp_0000_" + secrets.token_urlsafe(8)}
+    token, raw = ApiToken.issue(user, kind)
+    if kind == "revoked":
+        ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    if kind == "expired":
+        ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(1))
+    return {"Authorization": f"Bearer {raw}"}
+
+
+def test_the_access_matrix_through_the_router(cluster, team, upstream, routing):
+    admin = get_user_model().objects.get(username="admin")
+    public = launch(cluster, upstream, team["tenant"], team["bob"], "pub")
+    private = launch(cluster, upstream, team["tenant"], team["bob"], "priv", private=True)
+    for endpoint in (public, private):
+        served(routing, endpoint, ApiToken.issue(team["bob"], "t")[1])
+    users = {**{k: v for k, v in team.items() if k != "tenant"}, "admin": admin}
+    failures = []
+    for who, kind, on_public, on_private in MATRIX:
+        for endpoint, expected in ((public, on_public), (private, on_private)):
+            headers = credential(routing, endpoint, users.get(who), kind)
+            if headers is None:
+                assert expected is None, f"{who}/{kind} got no cookie for {endpoint.name}"
+                continue
+            answer = routing.get(endpoint.host, "/x", **headers)
+            if answer.status_code != expected:
+                failures.append((who, kind, endpoint.job.name, answer.status_code, expected))
+            if answer.status_code == 200:
+                _, seen = echoed(answer)
+                assert seen["x-auth-request-user"] == who
+                assert "authorization" not in seen
+                assert "cookie" not in seen
+    assert failures == []
+
+
+def test_requests_that_lie_are_judged_by_the_route_they_take(
+    cluster, team, other, upstream, routing
+):
+    mine = launch(cluster, upstream, team["tenant"], team["bob"], "mine")
+    theirs = launch(cluster, upstream, other, team["charlie"], "theirs")
+    bob, charlie = ApiToken.issue(team["bob"], "t")[1], ApiToken.issue(team["charlie"], "t")[1]
+    served(routing, mine, bob)
+    served(routing, theirs, charlie)
+    bobs_cookie, _ = handshake(routing, mine, team["bob"])
+
+    lies = {
+        "X-Forwarded-Host": mine.host,
+        "X-Original-URL": f"http://{mine.host}/",
+        "X-Forwarded-Uri": "/",
+        "X-Auth-Request-User": "bob",
+    }
+    # charlie, claiming in every header to be on bob's endpoint, is still on his own route...
+    answer = routing.get(theirs.host, "/", Authorization=f"Bearer {charlie}", **lies)
+    assert echoed(answer)[1]["x-auth-request-user"] == "charlie"
+    # ...and bob's endpoint refuses him whatever he claims.
+    lies["X-Forwarded-Host"] = lies["X-Original-URL"] = theirs.host
+    assert routing.get(mine.host, "/", Authorization=f"Bearer {charlie}", **lies).status_code == 403
+    # bob's cookie is bound to his endpoint: sent to another host it opens nothing.
+    assert routing.get(theirs.host, "/", Cookie=bobs_cookie).status_code == 401
+    for path in ("/%2e%2e/%2e%2e/", "/..%2f..%2ftheirs", "//theirs/../", "/a/./../b"):
+        assert routing.get(mine.host, path, Authorization=f"Bearer {charlie}").status_code == 403
+        assert (
+            echoed(routing.get(mine.host, path, Cookie=bobs_cookie))[1]["x-auth-request-user"]
+            == "bob"
+        )
+
+
+def websocket(port, host, **headers):
+    """The status line of a WebSocket upgrade through the router, and the echo of one message."""
+    key = base64.b64encode(secrets.token_bytes(16)).decode()
+    lines = [
+        "GET /ws HTTP/1.1",
+        f"Host: {host}:{port}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        f"Sec-WebSocket-Key: {key}",
+        "Sec-WebSocket-Version: 13",
+        *(f"{k}: {v}" for k, v in headers.items()),
+    ]
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+        status = head.split(b"\r\n", 1)[0].decode()
+        if " 101 " not in status:
+            return status, None
+        payload, mask = b"hello", secrets.token_bytes(4)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        sock.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + masked)
+        frame = sock.recv(4096)
+        return status, frame[2 : 2 + frame[1]].decode()
+
+
+def test_a_websocket_upgrade_is_authorized_at_the_upgrade(
+    cluster, team, other, upstream, routing, router_port
+):
+    endpoint = launch(cluster, upstream, team["tenant"], team["bob"], "ws")
+    bob = ApiToken.issue(team["bob"], "t")[1]
+    served(routing, endpoint, bob)
+    cookie, _ = handshake(routing, endpoint, team["bob"])
+    status, echo = websocket(router_port, endpoint.host, Cookie=cookie)
+    assert " 101 " in status
+    assert echo == "echo: hello"
+    charlie = ApiToken.issue(team["charlie"], "t")[1]
+    assert " 403 " in websocket(router_port, endpoint.host, Authorization=f"Bearer {charlie}")[0]
+    assert " 401 " in websocket(router_port, endpoint.host)[0]
+
+
+def revoke(cause, team, endpoint, token):
+    bob = team["bob"]
+    if cause == "membership":
+        Membership.objects.filter(user=bob, tenant=team["tenant"]).delete()
+    elif cause == "token":
+        ApiToken.objects.filter(user=bob).update(revoked_at=timezone.now())
+    elif cause == "user":
+        type(bob).objects.filter(pk=bob.pk).update(is_active=False)
+    elif cause == "password":
+        bob.set_password("a new password, changed after a leak")
+        bob.save(update_fields=["password"])
+    elif cause == "expiry":
+        Endpoint.objects.filter(pk=endpoint.pk).update(expires_at=timezone.now())
+    elif cause == "reclaim":
+        endpoints.reclaim_now(endpoint, actor=team["admin"])
+
+
+@pytest.mark.parametrize(
+    ("cause", "credential_kind"),
+    [
+        ("membership", "cookie"),
+        ("membership", "token"),
+        ("token", "token"),
+        ("user", "cookie"),
+        ("password", "cookie"),
+        ("expiry", "cookie"),
+        ("reclaim", "token"),
+    ],
+)
+def test_each_revocation_is_refused_within_30_seconds(
+    cluster, team, upstream, routing, cause, credential_kind
+):
+    endpoint = launch(cluster, upstream, team["tenant"], team["bob"], f"rv-{cause[:5]}")
+    token = ApiToken.issue(team["bob"], "t")[1]
+    served(routing, endpoint, token)
+    if credential_kind == "cookie":
+        headers = {"Cookie": handshake(routing, endpoint, team["bob"])[0]}
+    else:
+        headers = {"Authorization": f"Bearer {token}"}
+    assert routing.get(endpoint.host, "/", **headers).status_code == 200  # warm every cache
+    revoked_at = time.monotonic()
+    revoke(cause, team, endpoint, token)
+    wait_for(
+        lambda: routing.get(endpoint.host, "/", **headers).status_code in (401, 403, 404),
+        timeout=REVOCATION_LIMIT,
+        interval=0.5,
+        message=f"a refusal after the {cause} was revoked",
+    )
+    assert time.monotonic() - revoked_at < REVOCATION_LIMIT
+
+
+def test_the_gateway_api_route_lets_members_in_and_keeps_others_out(
+    cluster, team, upstream, routing, settings
+):
+    settings.ROUTING_DRIVER = "gateway-api"
+    endpoint = launch(cluster, upstream, team["tenant"], team["bob"], "gw")
+    bob = ApiToken.issue(team["bob"], "t")[1]
+    served(routing, endpoint, bob)
+    route = cluster.get(
+        "gateway.networking.k8s.io/v1", "HTTPRoute", "gw-web", team["tenant"].namespace
+    )
+    assert route is not None
+    assert (
+        cluster.get("traefik.io/v1alpha1", "IngressRoute", "gw-web", team["tenant"].namespace)
+        is None
+    )
+    cookie, _ = handshake(routing, endpoint, team["bob"])
+    assert echoed(routing.get(endpoint.host, "/", Cookie=cookie))[1]["x-auth-request-user"] == "bob"
+    charlie = ApiToken.issue(team["charlie"], "t")[1]
+    assert routing.get(endpoint.host, "/", Authorization=f"Bearer {charlie}").status_code == 403
+    assert json.loads(routing.get(endpoint.host, "/", Authorization=f"Bearer {bob}").text)
+
+
+@pytest.mark.browser
+def test_in_chromium_a_member_opens_the_app_and_another_tenants_app_says_why_not(
+    cluster, team, other, upstream, routing, page, live_server, tmp_path
+):
+    from tests.conftest import sign_in
+
+    mine = launch(cluster, upstream, team["tenant"], team["bob"], "br")
+    theirs = launch(cluster, upstream, other, team["charlie"], "br-other")
+    served(routing, mine, ApiToken.issue(team["bob"], "t")[1])
+    served(routing, theirs, ApiToken.issue(team["charlie"], "t")[1])
+    sign_in(page, live_server.url, "bob", "pw-bob")
+    page.goto(f"{live_server.url}/tenants/{team['tenant'].slug}/jobs/br/")
+    link = page.locator("[data-testid=endpoint-link]")
+    assert link.inner_text() == f"http://{mine.host}:{routing.port}/"
+    link.click()
+    page.wait_for_url(f"http://{mine.host}:{routing.port}/")
+    seen = {k.lower(): v for k, v in json.loads(page.locator("body").inner_text())["headers"]}
+    page.screenshot(path=tmp_path / "app.png")
+    assert seen["x-auth-request-user"] == "bob"
+    assert "sessionid" not in seen.get("cookie", "")  # the portal's cookie stays on its origin
+
+    page.goto(f"http://{theirs.host}:{routing.port}/")
+    page.wait_for_selector("[data-testid=refused]")
+    page.screenshot(path=tmp_path / "refused.png")
+    assert other.slug in page.locator("main").inner_text()
+    assert page.url.startswith(f"{live_server.url}/auth/endpoint/{theirs.pk}/start")
