@@ -204,7 +204,7 @@ def main():
                     ]
                 )
                 endpoint = Endpoint.objects.get(job=job, name="web")
-                service = cluster.get("v1", "Service", "bench-web", ns)
+                service = cluster.get("v1", "Service", endpoint.service_name, ns)
                 cluster.apply_one(stand_in.endpoint_slice(service, address, UPSTREAM_PORT))
                 facts = forward_auth._load_endpoint(endpoint.pk)
                 value = forward_auth.issue_cookie(facts, forward_auth._load_user(user.pk))

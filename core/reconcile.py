@@ -131,11 +131,11 @@ def reconciler(
     *,
     name: str,
     select_related: tuple[str, ...] = (),
-    on_permanent: Callable[[M, str], None] | None = None,
+    on_permanent: Callable[[M, PermanentK8sError], None] | None = None,
 ) -> Callable[[Callable[[M], dict[str, Any] | None]], Any]:
     """Turn `fn(obj)` into the Celery task `name(pk)`: started, exclusive, load (a gone object
     is done), run, and record the outcome. `fn` returns the observed fields to save, or None.
-    A PermanentK8sError is recorded as `error` and ends the run (`on_permanent(obj, message)`
+    A PermanentK8sError is recorded as `error` and ends the run (`on_permanent(obj, error)`
     may end the object's lifecycle too); a TransientK8sError is recorded as `retrying` and the
     task retries with backoff."""
 
@@ -162,7 +162,7 @@ def _run(
     fn: Callable[[M], dict[str, Any] | None],
     obj: M,
     kind: str,
-    on_permanent: Callable[[M, str], None] | None,
+    on_permanent: Callable[[M, PermanentK8sError], None] | None,
 ) -> None:
     try:
         observed = fn(obj)
@@ -170,9 +170,9 @@ def _run(
         log.warning("reconcile %s %s failed: %s", kind, obj.pk, exc.message, exc_info=True)
         record_sync(obj, SyncState.ERROR, exc.message)
         if on_permanent is not None:
-            on_permanent(obj, exc.message)
+            on_permanent(obj, exc)
     except TransientK8sError as exc:
-        log.warning("reconcile %s %s will retry: %s", kind, obj.pk, exc.message)
+        log.warning("reconcile %s %s will retry: %s", kind, obj.pk, exc.message, exc_info=True)
         record_sync(obj, SyncState.RETRYING, f"{exc.message} (retrying)")
         raise
     except Exception:

@@ -310,6 +310,15 @@ def create_data_volume(
         tenant=tenant, name=name, size_gib=size_gib, storage_class=storage_class, created_by=actor
     )
     volume.full_clean()
+    if name.endswith(specs.RESERVED_VOLUME_SUFFIXES):
+        raise ValidationError(
+            {
+                "name": (
+                    f"Names ending in {' or '.join(specs.RESERVED_VOLUME_SUFFIXES)} belong to "
+                    "jobs' own disks and keys; choose another name."
+                )
+            }
+        )
     if not 1 <= size_gib <= specs.MAX_DISK_GIB:
         raise ValidationError({"size_gib": f"Use between 1 and {specs.MAX_DISK_GIB} GiB."})
     volume.save()

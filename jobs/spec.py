@@ -8,7 +8,6 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from core.validators import DNS1123_LABEL
 from k8s_adapters.jobspec import JobSpec, Policy, Port, Task
 from k8s_adapters.quantity import to_decimal
 from k8s_adapters.volcano import KNOWN_PLUGINS
@@ -26,7 +25,12 @@ ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 # them, and a job that overrode them could reach GPUs it was not given or lie about itself.
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 RESERVED_ENV_PREFIXES = ("NVIDIA_", "GPU_PORTAL_")
-JOB_NAME_MAX = 48  # leaves room for "-workspace" and Volcano's "-<task>-<index>" pod names
+JOB_NAME_MAX = 48
+# Claims and Secrets a job creates: a data volume may not take such a name.
+RESERVED_VOLUME_SUFFIXES = (
+    "-workspace",
+    "-ssh-keys",
+)  # leaves room for "-workspace" and Volcano's "-<task>-<index>" pod names
 RESERVED_PORT_NAMES = ("auth", "api", "static", "admin")
 ENDPOINT_MODES = ("ingress", "nodeport", "loadbalancer", "podip")
 OVERRIDABLE = ("image", "command", "gpus", "replicas", "data_volume", "workspace_gib")
@@ -49,13 +53,63 @@ class Errors:
             raise ValidationError(self.errors)
 
 
+# A job's name becomes Volcano's Service for its pods, so it must be a DNS-1035 label.
+JOB_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# IANA service names, what Kubernetes accepts as a port name: up to 15 characters, lowercase
+# letters, digits and single hyphens, at least one letter, no hyphen at either end.
+PORT_NAME = re.compile(r"^(?=.*[a-z])[a-z0-9]([a-z0-9]|-(?=[a-z0-9])){0,14}$")
+TASK_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$")
+# Label values (GPU products select nodes by label) and DNS subdomains (RuntimeClass names).
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+MAX_TTL_SECONDS = 30 * 24 * 3600
+
+
+def _unstorable(value: Any, path: str) -> list[str]:
+    """Paths of text PostgreSQL and the API server cannot hold: NUL and lone surrogates."""
+    if isinstance(value, str):
+        bad = "\x00" in value or any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+        return [path] if bad else []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _unstorable(v, f"{path}.{k}".lstrip("."))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _unstorable(v, f"{path}[{i}]")]
+    return []
+
+
 def validate_job_name(name: str) -> None:
-    if len(name) > JOB_NAME_MAX or not DNS1123_LABEL.match(name):
+    if len(name) > JOB_NAME_MAX or not JOB_NAME.match(name):
         raise ValidationError(
-            f"Use at most {JOB_NAME_MAX} lowercase letters, digits and '-', starting and ending "
-            "with a letter or digit, for example 'llama-sft-001'.",
+            f"Use at most {JOB_NAME_MAX} lowercase letters, digits and '-', starting with a "
+            "letter and ending with a letter or digit, for example 'llama-sft-001'.",
             code="invalid_name",
         )
+
+
+def _mapping(errors: "Errors", path: str, value: Any) -> dict[str, Any]:
+    """A mapping where the spec needs one; anything else is a field error, never a crash."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        errors.add(path, f"Give a mapping of fields here, not {type(value).__name__}.")
+        return {}
+    return value
+
+
+def _items(errors: "Errors", path: str, value: Any) -> list[tuple[int, dict[str, Any]]]:
+    """(index, entry) of a list of mappings; entries of another type are field errors."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        errors.add(path, f"Give a list here, not {type(value).__name__}.")
+        return []
+    items = []
+    for i, item in enumerate(value):
+        if isinstance(item, dict):
+            items.append((i, item))
+        else:
+            errors.add(f"{path}[{i}]", "Each entry is a mapping of fields.")
+    return items
 
 
 def validate_image(image: Any) -> None:
@@ -105,7 +159,7 @@ def _argv(errors: Errors, path: str, value: Any) -> list[str]:
 
 def _policies(errors: Errors, path: str, items: Any) -> tuple[Policy, ...]:
     policies = []
-    for i, item in enumerate(items or []):
+    for i, item in _items(errors, path, items):
         event, action = item.get("event"), item.get("action")
         if event not in POLICY_EVENTS:
             errors.add(
@@ -122,15 +176,30 @@ def _policies(errors: Errors, path: str, items: Any) -> tuple[Policy, ...]:
 
 
 def _tasks(errors: Errors, items: Any) -> tuple[Task, ...]:
-    if not items:
+    entries = _items(errors, "tasks", items)
+    if not entries:
         errors.add("tasks", "A job needs at least one task.", "required")
         return ()
     tasks, seen = [], set()
-    for i, item in enumerate(items):
+    for i, item in entries:
         path = f"tasks[{i}]"
         name = str(item.get("name", ""))
-        if not DNS1123_LABEL.match(name) or len(name) > 20:
-            errors.add(f"{path}.name", "Task names are up to 20 lowercase letters, digits and '-'.")
+        if not TASK_NAME.match(name):
+            errors.add(
+                f"{path}.name",
+                "Task names are up to 20 lowercase letters, digits and '-', starting with a "
+                "letter, for example 'worker'.",
+            )
+        product = str(item.get("gpu_product", ""))
+        if not LABEL_VALUE.match(product):
+            errors.add(
+                f"{path}.gpu_product",
+                "A GPU product is a node label value such as 'NVIDIA-H100-80GB-HBM3' (letters, "
+                "digits, '-', '_', '.', at most 63).",
+            )
+        runtime = str(item.get("runtime_class", "nvidia"))
+        if not DNS_SUBDOMAIN.match(runtime) or len(runtime) > 253:
+            errors.add(f"{path}.runtime_class", "Name a RuntimeClass, for example 'nvidia'.")
         if name in seen:
             errors.add(f"{path}.name", f"Task '{name}' appears twice.", "duplicate")
         seen.add(name)
@@ -142,8 +211,8 @@ def _tasks(errors: Errors, items: Any) -> tuple[Task, ...]:
                 cpu=_quantity(errors, f"{path}.cpu", item.get("cpu", "4")),
                 memory=_quantity(errors, f"{path}.memory", item.get("memory", "16Gi")),
                 shm=_quantity(errors, f"{path}.shm", item.get("shm", "8Gi")),
-                gpu_product=str(item.get("gpu_product", "")),
-                runtime_class=str(item.get("runtime_class", "nvidia")),
+                gpu_product=product,
+                runtime_class=runtime,
                 policies=_policies(errors, f"{path}.policies", item.get("policies")),
             )
         )
@@ -151,14 +220,17 @@ def _tasks(errors: Errors, items: Any) -> tuple[Task, ...]:
 
 
 def _ports(errors: Errors, items: Any, task_names: set[str]) -> tuple[Port, ...]:
-    ports, seen = [], set()
-    for i, item in enumerate(items or []):
+    ports: list[Port] = []
+    seen: set[str] = set()
+    used: dict[tuple[str, int], str] = {}
+    for i, item in _items(errors, "expose", items):
         path = f"expose[{i}]"
         name, task = str(item.get("name", "")), str(item.get("task", ""))
-        if not DNS1123_LABEL.match(name) or len(name) > 15:
+        if not PORT_NAME.match(name):
             errors.add(
                 f"{path}.name",
-                "Port names are up to 15 lowercase letters, digits and '-', for example 'jupyter'.",
+                "Port names are up to 15 lowercase letters, digits and single '-', with at least "
+                "one letter, for example 'jupyter' (Kubernetes' rule for port names).",
             )
         if name in seen:
             errors.add(f"{path}.name", f"The port name '{name}' is used twice.", "duplicate")
@@ -187,6 +259,14 @@ def _ports(errors: Errors, items: Any, task_names: set[str]) -> tuple[Port, ...]
                 "not_http",
             )
         port = _int(errors, f"{path}.container_port", item.get("container_port"), 1, 65535)
+        if (task, port) in used:
+            errors.add(
+                f"{path}.container_port",
+                f"Port {port} of task '{task}' is already exposed as '{used[task, port]}'; "
+                "expose each port once.",
+                "duplicate",
+            )
+        used.setdefault((task, port), name)
         ports.append(Port(name, task, port, protocol, mode, bool(item.get("private", False))))
     return tuple(ports)
 
@@ -244,24 +324,43 @@ def parse(
     if not isinstance(data, dict):
         raise ValidationError({"spec": ["The spec must be a mapping of fields."]})
     errors = Errors()
+    for path in _unstorable(data, ""):
+        errors.add(
+            path,
+            "This text holds characters that cannot be stored (NUL or a broken "
+            "surrogate); remove them.",
+            "bad_text",
+        )
+    if errors.errors:
+        errors.raise_if_any()
     try:
         validate_image(data.get("image"))
     except ValidationError as exc:
         errors.add("image", exc.messages[0], exc.code)
     tasks = _tasks(errors, data.get("tasks"))
-    plugins = tuple(data.get("plugins", ("svc", "env")))
+    plugins = data.get("plugins", ("svc", "env"))
+    if not isinstance(plugins, list | tuple):
+        errors.add("plugins", "Give a list of Volcano plugin names, for example [svc, env].")
+        plugins = ()
     for plugin in plugins:
         if plugin not in KNOWN_PLUGINS:
             errors.add(
                 "plugins", f"Unknown Volcano plugin '{plugin}'; use {', '.join(KNOWN_PLUGINS)}."
             )
-    topology = data.get("network_topology") or {}
+    plugins = tuple(str(p) for p in plugins)
+    topology = _mapping(errors, "network_topology", data.get("network_topology"))
     if topology and topology.get("mode") not in ("hard", "soft"):
         errors.add("network_topology.mode", "Use 'hard' or 'soft'.")
     tier = topology.get("highest_tier_allowed")
     if tier is not None:
         _int(errors, "network_topology.highest_tier_allowed", tier, 1, 10)
-    volumes = data.get("volumes") or {}
+    volumes = _mapping(errors, "volumes", data.get("volumes"))
+    storage_class = str(volumes.get("storage_class", ""))
+    if storage_class and (not DNS_SUBDOMAIN.match(storage_class) or len(storage_class) > 253):
+        errors.add("volumes.storage_class", "Name a StorageClass, for example 'fast-nvme'.")
+    ttl = data.get("ttl_seconds_after_finished")
+    if ttl is not None:
+        ttl = _int(errors, "ttl_seconds_after_finished", ttl, 0, MAX_TTL_SECONDS)
     workspace = _int(
         errors, "volumes.workspace_gib", volumes.get("workspace_gib", 50), 1, MAX_DISK_GIB
     )
@@ -269,7 +368,7 @@ def parse(
     min_available = data.get("min_available")
     total = sum(t.replicas for t in tasks)
     if min_available is not None:
-        _int(errors, "min_available", min_available, 1, max(total, 1))
+        min_available = _int(errors, "min_available", min_available, 1, max(total, 1))
     spec = JobSpec(
         name=name,
         namespace=namespace,
@@ -284,14 +383,14 @@ def parse(
         env=_env(errors, data.get("env", {})),
         min_available=min_available,
         max_retry=_int(errors, "max_retry", data.get("max_retry", 3), 0, 100),
-        ttl_seconds_after_finished=data.get("ttl_seconds_after_finished"),
+        ttl_seconds_after_finished=ttl,
         policies=_policies(errors, "policies", data.get("policies")),
         plugins=plugins,
         topology_mode=topology.get("mode", ""),
         topology_highest_tier=tier,
         ports=_ports(errors, data.get("expose"), {t.name for t in tasks}),
         workspace_gib=workspace,
-        storage_class=str(volumes.get("storage_class", "")),
+        storage_class=storage_class,
         data_volume=data_volume,
         ssh_keys=tuple(ssh_keys),
         networks_annotation=networks_annotation,
@@ -323,6 +422,9 @@ def apply_overrides(
                 if task.get("gpus"):
                     task["gpus"] = value
         elif key == "replicas":  # {task name: replicas}
+            if not isinstance(value, dict):
+                errors.add(key, "Give replicas per task, for example {worker: 4}.")
+                continue
             for task in spec["tasks"]:
                 if task["name"] in value:
                     task["replicas"] = value[task["name"]]

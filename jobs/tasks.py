@@ -10,9 +10,8 @@ from django.utils import timezone
 from core.cluster import get_cluster
 from core.reconcile import enqueue_all, reconciler
 from k8s_adapters.client import ObjectRef
-from k8s_adapters.errors import PermanentK8sError
+from k8s_adapters.errors import PermanentK8sError, plain_words
 from k8s_adapters.labels import portal_labels
-from k8s_adapters.names import endpoint_service
 from k8s_adapters.routing import ENDPOINT_KINDS, observed_service
 from k8s_adapters.volcano import (
     JOB_KINDS,
@@ -38,9 +37,14 @@ ABORT_PHASES = {"Aborting", "Aborted"}
 _queues = {"at": 0.0, "parents": set()}
 
 
-def _failed(job, message):
-    """A permanent refusal from the cluster puts the job in error (the resync tries again)."""
-    _set(job, state=JobState.ERROR, message=message)
+def _failed(job, error):
+    """A permanent refusal puts the job in error, in plain words where the API server refused
+    (its raw message stays in the sync message); the resync tries again."""
+    _set(
+        job,
+        state=JobState.ERROR,
+        message=plain_words(error.message) if error.status else error.message,
+    )
 
 
 @reconciler(
@@ -59,7 +63,9 @@ def reconcile_job(job):
     elif job.is_finished:  # its pods are gone: so go its endpoints' routes
         _ensure_endpoints(get_cluster(), job, active=False)
     else:
-        _observe(job, _ensure(job))
+        status = _ensure(job)
+        if status is not None:
+            _observe(job, status)
         if job.is_finished:  # it just finished: its routes go now
             _ensure_endpoints(get_cluster(), job, active=False)
 
@@ -86,6 +92,18 @@ def _ensure(job):
     spec = job.job_spec()
     objects = build_job(spec)
     vcjob = cluster.get(VCJOB_API, "Job", spec.name, spec.namespace)
+    if vcjob is None and job.phase:
+        # It existed (we saw its phase) and is gone: a TTL cleanup or someone's delete. Never
+        # create it again behind the user's back: it ends here, and can be relaunched.
+        _set(
+            job,
+            state=JobState.FAILED,
+            message=(
+                f"The Volcano job was deleted outside the portal (last phase {job.phase}); "
+                "relaunch the job to run it again."
+            ),
+        )
+        return None
     if job.data_volume:
         cluster.apply_one(_data_pvc(job.data_volume))
     if vcjob is None:
@@ -122,7 +140,7 @@ def _ensure_endpoints(cluster, job, active=True):
     refs = {ObjectRef.of(obj): obj for obj in applied}
     services = {ref.name: obj for ref, obj in refs.items() if ref.kind == "Service"}
     for row in rows:
-        service = services.get(endpoint_service(job.name, row.name))
+        service = services.get(row.service_name)
         if service is not None and observed_service(service) != row.observed:
             type(row).objects.filter(pk=row.pk).update(observed=observed_service(service))
 
@@ -207,6 +225,8 @@ def reconcile_data_volume(volume):
     cluster = get_cluster()
     if volume.delete_requested:
         cluster.delete("v1", "PersistentVolumeClaim", volume.name, volume.tenant.namespace)
+        # Finished jobs keep the volume's name in their spec; they stop pointing at the row.
+        Job.objects.filter(data_volume=volume).update(data_volume=None)
         volume.delete()
     else:
         cluster.apply_one(_data_pvc(volume))

@@ -9,6 +9,7 @@ import builtins
 import contextlib
 import json
 import os
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -36,6 +37,18 @@ class ObjectRef:
     def __str__(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
         return f"{self.kind} {where}{self.name}"
+
+
+# Characters YAML may not hold raw (C1 controls, non-characters); JSON escapes them instead.
+_YAML_UNPRINTABLE = re.compile("[\x7f-\x9f\ufffe\uffff]")
+
+
+def apply_body(manifest: dict[str, Any]) -> str:
+    """An apply body the API server's YAML decoder takes for any text: UTF-8 (the client's own
+    JSON escapes characters beyond the BMP as surrogate pairs, which the decoder refuses), with
+    what YAML may not hold raw escaped."""
+    text = json.dumps(manifest, ensure_ascii=False)
+    return _YAML_UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 @contextlib.contextmanager
@@ -122,7 +135,7 @@ class Cluster:
         meta = manifest["metadata"]
         with translating():
             obj = resource.server_side_apply(
-                body=manifest,
+                body=apply_body(manifest),
                 name=meta["name"],
                 namespace=self._namespace(resource, meta.get("namespace")),
                 field_manager=self.field_manager,

@@ -2,6 +2,7 @@
 PermanentError)."""
 
 import json
+import re
 from typing import Any
 
 import urllib3.exceptions
@@ -58,3 +59,42 @@ def translate(exc: Exception) -> Exception:
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
         return TransientK8sError(f"the API server is unreachable: {exc}")
     return exc
+
+
+# What an API server refusal means for the person who launched the job, in plain words; the
+# raw message stays available beside it.
+_PLAIN = (
+    (
+        re.compile(r"exceeded quota: [^,]*, requested: ([^,]+),"),
+        "The tenant's quota in the cluster refused it (asked for {0}); wait for other jobs to "
+        "finish, or ask a tenant admin to raise the quota.",
+    ),
+    (
+        re.compile(r'admission webhook "[^"]+" denied the request: (.+?);?$'),
+        "Volcano refused the job: {0}.",
+    ),
+    (
+        re.compile(r"namespaces? \"([^\"]+)\" not found"),
+        "The tenant's namespace {0} is missing in the cluster; a platform admin can resync "
+        "the tenant.",
+    ),
+    (
+        re.compile(r"is forbidden: User \"([^\"]+)\""),
+        "The portal may not create this in the cluster (as {0}); a platform admin must grant "
+        "it the permission.",
+    ),
+    (
+        re.compile(r"(\S+): Invalid value"),
+        "The cluster refused a value the portal derived from this job ({0}). This is the "
+        "portal's fault, not yours: report it with the details below.",
+    ),
+)
+
+
+def plain_words(message: str) -> str:
+    """A sentence a researcher can act on, for a refusal from the API server."""
+    for pattern, sentence in _PLAIN:
+        found = pattern.search(message)
+        if found:
+            return sentence.format(*found.groups())
+    return "The cluster refused the job; the details below say why."

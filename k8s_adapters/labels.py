@@ -1,5 +1,7 @@
 """The one label set every object the portal owns carries; pruning selects by these only."""
 
+from .names import identity_label
+
 MANAGED_BY = "app.kubernetes.io/managed-by"
 PORTAL = "gpu-portal"
 TENANT = "gpu-portal.io/tenant"
@@ -14,7 +16,7 @@ def portal_labels(**extra: object) -> dict[str, str]:
     labels = {MANAGED_BY: PORTAL}
     for name, value in extra.items():
         if value is not None:
-            labels[keys[name]] = str(value)
+            labels[keys[name]] = identity_label(str(value)) if name == "owner" else str(value)
     return labels
 
 

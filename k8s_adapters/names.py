@@ -1,6 +1,7 @@
 """Every Kubernetes name the portal derives from its own names, in one place."""
 
 import hashlib
+import re
 
 DNS_LABEL_MAX = 63
 
@@ -10,9 +11,12 @@ def short_hash(*parts: str, length: int = 10) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:length]
 
 
-def endpoint_service(job: str, endpoint: str) -> str:
-    """The Service exposing one endpoint of a job; its route objects share the name."""
-    return f"{job}-{endpoint}"[:DNS_LABEL_MAX]
+def endpoint_service(endpoint_id: int, job: str, endpoint: str) -> str:
+    """The Service exposing one endpoint (its route objects share the name): `ep<id>-<job>-
+    <port>`, unique by the endpoint's id and readable after it. It never holds `--`: Traefik
+    folds runs of `-` in object names, which would make `a--b` and `a-b` one middleware."""
+    readable = re.sub("-{2,}", "-", f"{job}-{endpoint}")
+    return f"ep{endpoint_id}-{readable}"[:DNS_LABEL_MAX].rstrip("-")
 
 
 def endpoint_host_label(tenant: str, job: str, endpoint: str) -> str:
@@ -25,3 +29,16 @@ def endpoint_host_label(tenant: str, job: str, endpoint: str) -> str:
     digest = short_hash(tenant, job, endpoint)
     prefix = readable[: DNS_LABEL_MAX - len(digest) - 2].rstrip("-")
     return f"{prefix}-h{digest}"
+
+
+LABEL_VALUE_MAX = 63
+_LABEL_UNSAFE = re.compile(r"[^a-z0-9]+")
+
+
+def identity_label(identity: str) -> str:
+    """A label value for a user name of any allowed shape (e-mail, `+`, dots, Unicode, 150
+    characters): a readable, sanitized part and a hash of the exact name, so two names never
+    share a value. The name itself goes in an annotation and stays in the database."""
+    readable = _LABEL_UNSAFE.sub("-", identity.lower()).strip("-")[:40].rstrip("-")
+    digest = short_hash(identity)
+    return f"{readable}-{digest}" if readable else f"u-{digest}"

@@ -50,7 +50,7 @@ class EndpointSpec:
 
     @property
     def service_name(self) -> str:
-        return names.endpoint_service(self.job, self.name)
+        return names.endpoint_service(self.id, self.job, self.name)
 
     @property
     def routed(self) -> bool:

@@ -12,6 +12,7 @@ BUS_API = "bus.volcano.sh/v1alpha1"
 GPU = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 KNOWN_PLUGINS = ("svc", "env", "ssh")
+OWNER_ANNOTATION = "gpu-portal.io/owner-name"
 SSH_KEYS_PATH = "/var/run/gpu-portal/ssh"
 JOB_KINDS = ((VCJOB_API, "Job"), ("v1", "PersistentVolumeClaim"), ("v1", "Secret"))
 
@@ -133,7 +134,12 @@ def build_vcjob(spec: JobSpec) -> dict:
     return {
         "apiVersion": VCJOB_API,
         "kind": "Job",
-        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": _labels(spec)},
+        "metadata": {
+            "name": spec.name,
+            "namespace": spec.namespace,
+            "labels": _labels(spec),
+            "annotations": {OWNER_ANNOTATION: spec.owner},  # the full name; labels hash it
+        },
         "spec": job,
     }
 

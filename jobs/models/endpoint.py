@@ -54,6 +54,10 @@ class Endpoint(models.Model):
         return self.mode == EndpointMode.INGRESS and self.protocol == Protocol.HTTP
 
     @property
+    def service_name(self):
+        return endpoint_service(self.pk, self.job.name, self.name)
+
+    @property
     def host(self):
         return endpoint_host(self.host_label)
 
@@ -65,5 +69,5 @@ class Endpoint(models.Model):
             return f"{self.protocol}://<any node>:{self.observed['node_port']}"
         if self.mode == EndpointMode.LOADBALANCER and self.observed.get("ip"):
             return f"{self.protocol}://{self.observed['ip']}:{self.container_port}"
-        service = endpoint_service(self.job.name, self.name)
+        service = self.service_name
         return f"{self.protocol}://{service}.{self.job.tenant.namespace}.svc:{self.container_port}"

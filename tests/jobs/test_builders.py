@@ -1,11 +1,12 @@
 from k8s_adapters.jobspec import JobSpec, Policy, Port, Task
+from k8s_adapters.names import identity_label
 from k8s_adapters.volcano import build_data_pvc, build_job, build_vcjob
 
 LABELS = {
     "app.kubernetes.io/managed-by": "gpu-portal",
     "gpu-portal.io/tenant": "vision",
     "gpu-portal.io/job": "sft",
-    "gpu-portal.io/owner": "bob",
+    "gpu-portal.io/owner": identity_label("bob"),
 }
 SPEC = JobSpec(
     name="sft",
@@ -42,7 +43,12 @@ SPEC = JobSpec(
 
 def test_the_volcano_job_has_queue_plugins_policies_and_topology():
     job = build_vcjob(SPEC)
-    assert job["metadata"] == {"name": "sft", "namespace": "tenant-vision", "labels": LABELS}
+    assert job["metadata"] == {
+        "name": "sft",
+        "namespace": "tenant-vision",
+        "labels": LABELS,
+        "annotations": {"gpu-portal.io/owner-name": "bob"},
+    }
     spec = dict(job["spec"])
     tasks = spec.pop("tasks")
     assert spec == {

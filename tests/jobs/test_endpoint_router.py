@@ -63,7 +63,7 @@ def launch(cluster, upstream, tenant, owner, name, *, private=False):
     job, _ = services.launch_job(tenant, owner, actor=owner, spec_data=spec, name=name)
     endpoint = Endpoint.objects.get(job=job, name="web")
     service = wait_for(
-        lambda: cluster.get("v1", "Service", f"{name}-web", tenant.namespace),
+        lambda: cluster.get("v1", "Service", endpoint.service_name, tenant.namespace),
         message="the endpoint's Service",
     )
     cluster.apply_one(bed.endpoint_slice(service, *upstream))
@@ -348,11 +348,13 @@ def test_the_gateway_api_route_lets_members_in_and_keeps_others_out(
     bob = ApiToken.issue(team["bob"], "t")[1]
     served(routing, endpoint, bob)
     route = cluster.get(
-        "gateway.networking.k8s.io/v1", "HTTPRoute", "gw-web", team["tenant"].namespace
+        "gateway.networking.k8s.io/v1", "HTTPRoute", endpoint.service_name, team["tenant"].namespace
     )
     assert route is not None
     assert (
-        cluster.get("traefik.io/v1alpha1", "IngressRoute", "gw-web", team["tenant"].namespace)
+        cluster.get(
+            "traefik.io/v1alpha1", "IngressRoute", endpoint.service_name, team["tenant"].namespace
+        )
         is None
     )
     cookie, _ = handshake(routing, endpoint, team["bob"])

@@ -43,13 +43,16 @@ def test_each_http_endpoint_gets_its_own_host_service_and_forward_auth_by_id(
     ns, slug = team["tenant"].namespace, team["tenant"].slug
     jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
     assert jupyter.host == f"jupyter--nb--{slug}.{settings.ENDPOINT_WILDCARD_DOMAIN}"
-    service = cluster.get("v1", "Service", "nb-jupyter", ns)
+    assert jupyter.service_name == f"ep{jupyter.pk}-nb-jupyter"
+    service = cluster.get("v1", "Service", jupyter.service_name, ns)
     assert service["spec"]["type"] == "ClusterIP"
     assert service["spec"]["selector"] == {
         "volcano.sh/job-name": "nb",
         "volcano.sh/task-spec": "dev",
     }
-    middleware = cluster.get(TRAEFIK_API, "Middleware", "nb-jupyter", ns)["spec"]["forwardAuth"]
+    middleware = cluster.get(TRAEFIK_API, "Middleware", jupyter.service_name, ns)["spec"][
+        "forwardAuth"
+    ]
     assert middleware["address"] == (
         f"{settings.PORTAL_INTERNAL_URL}/auth/endpoint/{jupyter.pk}?mode=redirect"
     )
@@ -60,9 +63,9 @@ def test_each_http_endpoint_gets_its_own_host_service_and_forward_auth_by_id(
         "Cookie",
         "Authorization",
     ]
-    route = cluster.get(*ROUTE, "nb-jupyter", ns)["spec"]["routes"]
+    route = cluster.get(*ROUTE, jupyter.service_name, ns)["spec"]["routes"]
     assert [(r["match"], r["services"][0]["name"]) for r in route] == [
-        (f"Host(`{jupyter.host}`)", "nb-jupyter")
+        (f"Host(`{jupyter.host}`)", jupyter.service_name)
     ]
     assert jupyter.url == f"{settings.ENDPOINT_SCHEME}://{jupyter.host}/"
     env = dict(notebook.job_spec().extra_env)
@@ -75,7 +78,7 @@ def test_tcp_ports_stay_inside_the_cluster_unless_the_tenant_may_expose_them(
     ns = team["tenant"].namespace
     ssh = Endpoint.objects.get(job=notebook, name="ssh")
     assert ssh.mode == "podip"
-    assert cluster.get("v1", "Service", "nb-ssh", ns)["spec"]["clusterIP"] == "None"
+    assert cluster.get("v1", "Service", ssh.service_name, ns)["spec"]["clusterIP"] == "None"
     spec = {
         **templates["single-gpu"].spec,
         "expose": [{"name": "ssh", "task": "main", "container_port": 22, "protocol": "ssh"}],
@@ -88,15 +91,16 @@ def test_tcp_ports_stay_inside_the_cluster_unless_the_tenant_may_expose_them(
     Tenant.objects.filter(pk=team["tenant"].pk).update(allow_direct_exposure=True)
     team["tenant"].refresh_from_db()
     job = launch(team, None, "np", spec=spec, capture=django_capture_on_commit_callbacks)
-    service = cluster.get("v1", "Service", "np-ssh", ns)
+    row = Endpoint.objects.get(job=job, name="ssh")
+    service = cluster.get("v1", "Service", row.service_name, ns)
     assert service["spec"]["type"] == "NodePort"
-    policy = cluster.get("networking.k8s.io/v1", "NetworkPolicy", "np-ssh", ns)["spec"]
+    policy = cluster.get("networking.k8s.io/v1", "NetworkPolicy", row.service_name, ns)["spec"]
     assert policy["ingress"] == [{"ports": [{"port": 22, "protocol": "TCP"}]}]
     assert policy["podSelector"]["matchLabels"] == {
         "volcano.sh/job-name": "np",
         "volcano.sh/task-spec": "main",
     }
-    row = Endpoint.objects.get(job=job, name="ssh")
+    row.refresh_from_db()
     assert row.observed["node_port"] == service["spec"]["ports"][0]["nodePort"]
 
 
@@ -109,7 +113,7 @@ def test_every_driver_routes_each_endpoint_by_its_host_to_the_portal_by_id(
     ns = team["tenant"].namespace
     jupyter = Endpoint.objects.get(job=job, name="jupyter")
     if driver == "gateway-api":
-        route = cluster.get(GATEWAY_API, "HTTPRoute", "nb-d-jupyter", ns)["spec"]
+        route = cluster.get(GATEWAY_API, "HTTPRoute", jupyter.service_name, ns)["spec"]
         assert route["hostnames"] == [jupyter.host]
         gateway_ns, gateway = settings.ROUTING_GATEWAY.split("/")
         assert route["parentRefs"] == [
@@ -120,10 +124,10 @@ def test_every_driver_routes_each_endpoint_by_its_host_to_the_portal_by_id(
                 "namespace": gateway_ns,
             }
         ]
-        assert route["rules"][0]["filters"][0]["extensionRef"]["name"] == "nb-d-jupyter"
-        assert cluster.get(TRAEFIK_API, "Middleware", "nb-d-jupyter", ns) is not None
+        assert route["rules"][0]["filters"][0]["extensionRef"]["name"] == jupyter.service_name
+        assert cluster.get(TRAEFIK_API, "Middleware", jupyter.service_name, ns) is not None
     else:
-        ingress = cluster.get(*INGRESS, "nb-d-jupyter", ns)
+        ingress = cluster.get(*INGRESS, jupyter.service_name, ns)
         notes = ingress["metadata"]["annotations"]
         prefix = "nginx.ingress.kubernetes.io/"
         assert notes[f"{prefix}auth-url"] == (
@@ -135,7 +139,7 @@ def test_every_driver_routes_each_endpoint_by_its_host_to_the_portal_by_id(
         # The auth cache is keyed by every credential a request can carry.
         assert notes[f"{prefix}auth-cache-key"] == "$host$http_authorization$http_cookie"
         assert ingress["spec"]["rules"][0]["host"] == jupyter.host
-    assert cluster.get(*ROUTE, "nb-d-jupyter", ns) is None
+    assert cluster.get(*ROUTE, jupyter.service_name, ns) is None
 
 
 def test_expired_endpoints_are_reclaimed_and_an_extension_brings_them_back(
@@ -145,14 +149,14 @@ def test_expired_endpoints_are_reclaimed_and_an_extension_brings_them_back(
     later = timezone.now() + timedelta(hours=team["tenant"].endpoint_default_hours, minutes=1)
     with time_machine.travel(later), django_capture_on_commit_callbacks(execute=True):
         reclaim_endpoints()
-    assert cluster.get(*ROUTE, "nb-jupyter", ns) is None
-    assert cluster.get("v1", "Service", "nb-jupyter", ns) is None
     jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    assert cluster.get(*ROUTE, jupyter.service_name, ns) is None
+    assert cluster.get("v1", "Service", jupyter.service_name, ns) is None
     assert jupyter.reclaimed_at is not None
     with django_capture_on_commit_callbacks(execute=True):
         endpoints.extend(jupyter, hours=4, actor=team["bob"])
-    assert cluster.get(*ROUTE, "nb-jupyter", ns) is not None
-    assert cluster.get("v1", "Service", "nb-jupyter", ns) is not None
+    assert cluster.get(*ROUTE, jupyter.service_name, ns) is not None
+    assert cluster.get("v1", "Service", jupyter.service_name, ns) is not None
 
 
 def test_extensions_stay_within_the_tenant_maximum_and_only_owners_or_admins_extend(team, notebook):
@@ -172,7 +176,8 @@ def test_a_finished_job_loses_its_routes(cluster, team, notebook):
 
     set_phase(cluster, notebook, "Completed")
     reconcile_job(notebook.pk)
-    assert cluster.get(*ROUTE, "nb-jupyter", team["tenant"].namespace) is None
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    assert cluster.get(*ROUTE, jupyter.service_name, team["tenant"].namespace) is None
 
 
 @pytest.mark.parametrize(
@@ -309,12 +314,12 @@ def test_the_expiry_board_lists_endpoints_and_admins_extend_or_reclaim_them(
         client.post("/console/endpoints/", {"endpoint": jupyter.pk, "reclaim": "1"})
     jupyter.refresh_from_db()
     assert jupyter.reclaimed_at is not None
-    assert cluster.get(*ROUTE, "nb-jupyter", team["tenant"].namespace) is None
+    assert cluster.get(*ROUTE, jupyter.service_name, team["tenant"].namespace) is None
     with django_capture_on_commit_callbacks(execute=True):
         client.post("/console/endpoints/", {"endpoint": jupyter.pk, "hours": "3", "extend": "1"})
     jupyter.refresh_from_db()
     assert jupyter.reclaimed_at is None
-    assert cluster.get(*ROUTE, "nb-jupyter", team["tenant"].namespace) is not None
+    assert cluster.get(*ROUTE, jupyter.service_name, team["tenant"].namespace) is not None
     assert list(
         AuditEvent.objects.filter(action__startswith="endpoint.")
         .values_list("action", "actor_name")

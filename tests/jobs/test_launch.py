@@ -9,6 +9,7 @@ from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job
 from jobs.tasks import reconcile_job, resync_jobs
+from k8s_adapters.names import identity_label
 from k8s_adapters.volcano import VCJOB_API
 from tests.helpers import wait_for
 from tests.jobs.conftest import set_phase
@@ -56,7 +57,8 @@ def test_a_ddp_launch_creates_the_volcano_job_pvc_pair_and_ssh_secret(
         assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
         assert pod["runtimeClassName"] == "nvidia"
     assert set(spec["plugins"]) == {"svc", "env"}
-    assert vcjob["metadata"]["labels"]["gpu-portal.io/owner"] == "bob"
+    assert vcjob["metadata"]["labels"]["gpu-portal.io/owner"] == identity_label("bob")
+    assert vcjob["metadata"]["annotations"]["gpu-portal.io/owner-name"] == "bob"
     workspace = cluster.get("v1", "PersistentVolumeClaim", "ddp-1-workspace", ns)
     assert workspace["spec"]["resources"]["requests"]["storage"] == "200Gi"
     assert cluster.get("v1", "PersistentVolumeClaim", "corpus", ns) is not None

@@ -80,7 +80,7 @@ def test_an_unreachable_cluster_leaves_the_job_running_and_says_it_retries(
 
 
 def test_a_permanent_refusal_ends_in_error_with_the_reason(
-    cluster, team, templates, django_capture_on_commit_callbacks
+    cluster, team, templates, django_capture_on_commit_callbacks, caplog
 ):
     cluster.delete("scheduling.volcano.sh/v1beta1", "Queue", team["tenant"].queue_name)
     with django_capture_on_commit_callbacks(execute=True):
@@ -97,3 +97,6 @@ def test_a_permanent_refusal_ends_in_error_with_the_reason(
     assert job.message == job.sync_message
     assert f"Volcano queue {team['tenant'].queue_name} does not exist" in job.message
     assert job.events.filter(kind="state", message__contains="→ error").exists()
+    logged = [r for r in caplog.records if r.getMessage().startswith(f"reconcile job {job.pk}")]
+    assert logged, "the failure was not logged"
+    assert logged[0].exc_info  # the worker log has the object's key and the traceback

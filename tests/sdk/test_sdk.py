@@ -40,7 +40,12 @@ def test_the_readme_snippet_creates_the_job_and_endpoints_that_answer_for_the_ow
     wait_for(lambda: cluster.get(VCJOB_API, "Job", "llama-sft-001", ns), message="the Volcano job")
     for name in ("jupyter", "tensorboard"):
         wait_for(
-            lambda n=name: cluster.get("v1", "Service", f"llama-sft-001-{n}", ns),
+            lambda n=name: cluster.get(
+                "v1",
+                "Service",
+                Endpoint.objects.get(job__name="llama-sft-001", name=n).service_name,
+                ns,
+            ),
             message=f"the {name} Service",
         )
 
@@ -57,7 +62,7 @@ def test_the_readme_snippet_creates_the_job_and_endpoints_that_answer_for_the_ow
         name: f"http://{rows[name].host}:{router_port}/" for name in ("jupyter", "tensorboard")
     }
     for name in urls:  # the pods' app: the echo app behind each Service
-        service = cluster.get("v1", "Service", f"llama-sft-001-{name}", ns)
+        service = cluster.get("v1", "Service", rows[name].service_name, ns)
         cluster.apply_one(endpoint_slice(service, *upstream))
     router = RouterClient(router_port)
     auth = {"Authorization": f"Bearer {token}"}
@@ -142,7 +147,8 @@ def test_the_cli_logs_in_submits_lists_extends_and_cancels(
         lambda: cli("ssh", "dev-box", "--print", config_home=tmp_path).stdout,
         message="the SSH NodePort",
     )
-    node_port = cluster.get("v1", "Service", "dev-box-ssh", team["tenant"].namespace)["spec"][
+    ssh_service = Endpoint.objects.get(job__name="dev-box", name="ssh").service_name
+    node_port = cluster.get("v1", "Service", ssh_service, team["tenant"].namespace)["spec"][
         "ports"
     ][0]["nodePort"]
     assert ssh.strip() == f"ssh -p {node_port} root@10.0.0.7"

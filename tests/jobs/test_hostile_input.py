@@ -1,0 +1,309 @@
+"""Every user, name and spec the portal accepts becomes objects the real API server accepts (a
+server-side dry run), and everything else is a refusal with a field path that says what to fix."""
+
+import pytest
+from django.core.exceptions import ValidationError
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from jobs import services
+from jobs import spec as specs
+from jobs.models import DataVolume, Endpoint, Job
+from jobs.tasks import reconcile_data_volume, reconcile_job
+from k8s_adapters.names import endpoint_host_label, identity_label
+from k8s_adapters.routing import DRIVERS, AuthSpec, EndpointSpec, endpoint_objects
+from k8s_adapters.volcano import VCJOB_API, build_job
+from tests.helpers import wait_for
+from tests.jobs.conftest import set_phase
+from tests.tenants.conftest import make_user
+
+pytestmark = pytest.mark.django_db
+
+job_names = st.from_regex(r"[a-z]([-a-z0-9]{0,46}[a-z0-9])?", fullmatch=True)
+port_names = st.from_regex(specs.PORT_NAME.pattern, fullmatch=True)
+task_names = st.from_regex(specs.TASK_NAME.pattern, fullmatch=True)
+usernames = st.one_of(
+    st.emails().map(lambda e: e[:150]),
+    st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=150),
+    st.from_regex(r"[\w.@+-]{1,150}", fullmatch=True),
+)
+env_values = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=50
+)
+names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.-]{0,20}", fullmatch=True).filter(
+    lambda n: n not in specs.RESERVED_ENV and not n.startswith(specs.RESERVED_ENV_PREFIXES)
+)
+
+
+@st.composite
+def launches(draw):
+    tasks = draw(st.lists(task_names, min_size=1, max_size=3, unique=True))
+    ports = draw(st.lists(port_names, max_size=3, unique=True))
+    data = {
+        "image": "nvcr.io/nvidia/pytorch:24.10-py3",
+        "command": draw(st.lists(env_values, max_size=3)),
+        "env": draw(st.dictionaries(names, env_values, max_size=3)),
+        "tasks": [
+            {
+                "name": t,
+                "replicas": draw(st.integers(1, 4)),
+                "gpus": draw(st.integers(0, 8)),
+                "gpu_product": draw(
+                    st.sampled_from(["", "NVIDIA-H100-80GB-HBM3", "A100_SXM4.40GB"])
+                ),
+            }
+            for t in tasks
+        ],
+        "expose": [
+            {
+                "name": p,
+                "task": draw(st.sampled_from(tasks)),
+                "container_port": draw(st.integers(1, 65535)),
+            }
+            for p in ports
+        ],
+        "volumes": {"workspace_gib": draw(st.integers(1, 500))},
+        "ttl_seconds_after_finished": draw(st.none() | st.integers(0, 86400)),
+    }
+    return draw(job_names), draw(usernames), data
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(launch=launches())
+def test_every_accepted_launch_is_accepted_by_the_api_server(cluster, namespace, launch):
+    name, owner, data = launch
+    try:
+        spec = specs.parse(
+            data, name=name, namespace=namespace, queue="default", tenant="vision", owner=owner
+        )
+    except ValidationError as refused:  # a refusal names the field and says what to fix
+        unnamed = [p for p, messages in refused.message_dict.items() if not (p and messages)]
+        event("refused")
+        assert unnamed == []  # noqa: PT017  (the refusal is the input's expected outcome)
+        return
+    event("accepted")
+    endpoints = [
+        EndpointSpec(
+            id=i + 1,
+            name=p.name,
+            job=name,
+            task=p.task,
+            tenant="vision",
+            owner=owner,
+            namespace=namespace,
+            container_port=p.container_port,
+            protocol="http",
+            mode=mode,
+            host=f"{endpoint_host_label('vision', name, p.name)}.endpoints.example.org",
+        )
+        for i, p in enumerate(spec.ports)
+        for mode in ["ingress"]
+    ]
+    auth = AuthSpec("http://portal.portal.svc", "https://portal.example.org", "router/gw")
+    objects = [*build_job(spec)]
+    for driver in DRIVERS:
+        objects += endpoint_objects(endpoints, auth, driver)
+    cluster.apply(objects, dry_run=True)  # a refusal raises PermanentK8sError
+
+
+@pytest.mark.parametrize(
+    ("data", "path"),
+    [
+        ({"tasks": [["main"]]}, "tasks[0]"),
+        ({"tasks": {"name": "main"}}, "tasks"),
+        ({"volumes": ["big"]}, "volumes"),
+        ({"network_topology": "hard"}, "network_topology"),
+        ({"expose": [{"name": "8888", "task": "main", "container_port": 8888}]}, "expose[0].name"),
+        ({"expose": [{"name": "web--ui", "task": "main", "container_port": 80}]}, "expose[0].name"),
+        ({"expose": "jupyter"}, "expose"),
+        ({"plugins": "svc"}, "plugins"),
+        ({"policies": ["RestartJob"]}, "policies[0]"),
+        ({"tasks": [{"name": "9lives"}]}, "tasks[0].name"),
+        ({"tasks": [{"name": "main", "gpu_product": "H100 80GB"}]}, "tasks[0].gpu_product"),
+        ({"tasks": [{"name": "main", "runtime_class": "Nvidia!"}]}, "tasks[0].runtime_class"),
+        ({"ttl_seconds_after_finished": "soon"}, "ttl_seconds_after_finished"),
+        ({"env": {"CUDA_VISIBLE_DEVICES": "0"}}, "env"),
+        ({"env": {"NAME": "a\x00b"}}, "env.NAME"),
+        ({"command": ["python", "\ud800"]}, "command[1]"),
+    ],
+)
+def test_malformed_specs_are_field_errors_never_crashes(data, path):
+    base = {"image": "pytorch", "tasks": [{"name": "main"}]}
+    with pytest.raises(ValidationError) as caught:
+        specs.parse({**base, **data}, name="j")
+    assert path in caught.value.message_dict, caught.value.message_dict
+
+
+def test_the_api_answers_a_malformed_spec_with_400_and_field_paths(team, client):
+    client.force_login(team["bob"])
+    answer = client.post(
+        f"/api/v1/tenants/{team['tenant'].slug}/jobs/",
+        {"name": "bad", "spec": {"image": "pytorch", "tasks": [["main"]], "volumes": []}},
+        content_type="application/json",
+    )
+    assert answer.status_code == 400
+    assert set(answer.json()["errors"]) >= {"tasks[0]", "volumes"}
+
+
+def test_job_names_must_start_with_a_letter(team, templates):
+    with pytest.raises(ValidationError) as caught:
+        services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            name="1st-try",
+        )
+    assert "starting with a letter" in caught.value.message_dict["name"][0]
+
+
+def test_two_jobs_never_share_or_prune_each_others_service(
+    cluster, team, templates, django_capture_on_commit_callbacks
+):
+    jobs = {}
+    for name, port in [("train", "web-ui"), ("train-web", "ui")]:
+        spec = {
+            **templates["single-gpu"].spec,
+            "expose": [{"name": port, "task": "main", "container_port": 8000}],
+        }
+        with django_capture_on_commit_callbacks(execute=True):
+            jobs[name] = services.launch_job(
+                team["tenant"], team["bob"], actor=team["bob"], spec_data=spec, name=name
+            )[0]
+    ns = team["tenant"].namespace
+    names = {n: Endpoint.objects.get(job=j).service_name for n, j in jobs.items()}
+    assert len(set(names.values())) == 2
+    assert all("--" not in n for n in names.values())  # the router folds runs of '-'
+    with django_capture_on_commit_callbacks(execute=True):
+        services.delete_job(jobs["train"], actor=team["bob"])
+    assert cluster.get("v1", "Service", names["train"], ns) is None
+    service = cluster.get("v1", "Service", names["train-web"], ns)
+    assert service["spec"]["selector"]["volcano.sh/job-name"] == "train-web"
+    assert endpoint_host_label("a--b", "c", "web") != endpoint_host_label("a", "b--c", "web")
+
+
+def test_usernames_of_any_shape_become_distinct_valid_label_values():
+    values = {
+        identity_label(u) for u in ["dana.lee@example.com", "dana_lee@example.com", "ü" * 150]
+    }
+    assert len(values) == 3
+    for value in values:
+        assert specs.LABEL_VALUE.match(value), value  # Kubernetes' label value rule
+
+
+def test_a_member_with_an_email_for_a_username_launches_a_job(
+    cluster, team, templates, django_capture_on_commit_callbacks
+):
+    from tenants.models import Membership
+
+    dana = make_user("dana.lee+gpu@example.com")
+    Membership.objects.create(tenant=team["tenant"], user=dana, role="researcher")
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = services.launch_job(
+            team["tenant"], dana, actor=dana, template_version=templates["single-gpu"], name="dana"
+        )
+    job.refresh_from_db()
+    assert job.state == "pending", job.message
+    vcjob = cluster.get(VCJOB_API, "Job", "dana", team["tenant"].namespace)
+    assert vcjob["metadata"]["annotations"]["gpu-portal.io/owner-name"] == dana.username
+
+
+def test_a_data_volume_may_not_take_a_jobs_workspace_name(team):
+    with pytest.raises(ValidationError) as caught:
+        services.create_data_volume(
+            team["tenant"], name="train-workspace", size_gib=10, actor=team["bob"]
+        )
+    assert "belong to jobs' own disks" in caught.value.message_dict["name"][0]
+
+
+def test_a_volcano_job_deleted_after_it_ran_is_never_created_again(
+    cluster, team, templates, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            name="gone",
+        )
+    set_phase(cluster, job, "Running", running=1)
+    reconcile_job(job.pk)
+    cluster.delete(VCJOB_API, "Job", "gone", team["tenant"].namespace)  # an admin, or a TTL
+    reconcile_job(job.pk)
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == "failed"
+    assert "deleted outside the portal (last phase Running)" in job.message
+    assert cluster.get(VCJOB_API, "Job", "gone", team["tenant"].namespace) is None
+
+
+def test_a_data_volume_used_by_finished_jobs_is_deleted_once(
+    cluster, team, templates, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        volume = services.create_data_volume(
+            team["tenant"], name="corpus", size_gib=10, actor=team["bob"]
+        )
+        job, _ = services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["pytorch-ddp"],
+            name="used",
+            data_volume=volume,
+        )
+    Job.objects.filter(pk=job.pk).update(state="succeeded")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.delete_data_volume(volume, actor=team["bob"])
+    assert not DataVolume.objects.filter(pk=volume.pk).exists()
+    reconcile_data_volume(volume.pk)  # a resync after it is gone finds nothing to do
+    assert Job.objects.get(pk=job.pk).job_spec().data_volume == "corpus"
+
+
+def test_a_template_named_in_the_launch_url_opens_its_form(client, team, templates):
+    client.force_login(team["bob"])
+    url = f"/tenants/{team['tenant'].slug}/jobs/launch/"
+    assert client.get(url, {"template": "pytorch-ddp"}).status_code == 200
+    assert client.get(url, {"template": "no-such"}).status_code == 404
+    assert client.get(url, {"template": "pytorch-ddp", "version": "x\x00"}).status_code == 404
+
+
+def test_an_api_server_refusal_reads_in_plain_words_with_the_details_beside(
+    cluster, team, templates, client, django_capture_on_commit_callbacks
+):
+    ns = team["tenant"].namespace
+    # Someone shrank the tenant's ResourceQuota by hand, behind the portal's admission.
+    cluster.patch_merge(
+        "v1", "ResourceQuota", "gpu-portal", {"spec": {"hard": {"requests.storage": "1Gi"}}}, ns
+    )
+    wait_for(
+        lambda: (
+            cluster.get("v1", "ResourceQuota", "gpu-portal", ns)["status"]["hard"][
+                "requests.storage"
+            ]
+            == "1Gi"
+        ),
+        message="the quota controller to take the new limit",
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            name="too-big",
+        )
+    job.refresh_from_db()
+    assert job.state == "error"
+    assert job.message.startswith(
+        "The tenant's quota in the cluster refused it (asked for requests.storage="
+    )
+    assert "exceeded quota: gpu-portal" in job.sync_message  # the raw words, for the details
+    client.force_login(team["bob"])
+    page = client.get(f"/tenants/{team['tenant'].slug}/jobs/too-big/").content.decode()
+    assert "Details from the cluster" in page
