@@ -71,11 +71,13 @@ def launch(cluster, upstream, tenant, owner, name, *, private=False):
 
 
 def served(client, endpoint, token):
-    """Wait until the router routes the endpoint's host (a new route takes up to a second)."""
+    """Wait until the router serves the endpoint's host all the way to the app: a new route
+    takes up to a second, and a route loaded before its EndpointSlice answers 500 until the
+    router's next reload."""
     auth = {"Authorization": f"Bearer {token}"}
     wait_for(
-        lambda: client.get(endpoint.host, **auth).status_code != 404,
-        timeout=30,
+        lambda: client.get(endpoint.host, **auth).status_code == 200,
+        timeout=60,
         message=f"the router to serve {endpoint.host}",
     )
 
