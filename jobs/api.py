@@ -4,7 +4,7 @@ from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from core.fields import ID_REGEX
+from core.fields import ID_REGEX, LocationOnCreate
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.choices import Role
 
@@ -40,6 +40,7 @@ class TenantScoped:
 
 
 class JobViewSet(
+    LocationOnCreate,
     TenantScoped,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -86,7 +87,9 @@ class JobViewSet(
             )
         body = JobSerializer(job).data
         body["warnings"] = warnings
-        return Response(body, status=status.HTTP_201_CREATED)
+        return Response(
+            body, status=status.HTTP_201_CREATED, headers=self.get_success_headers(body)
+        )
 
     def perform_destroy(self, job):
         services.delete_job(
@@ -111,7 +114,8 @@ class JobViewSet(
     def relaunch(self, request, tenant_slug=None, name=None):
         job = get_job_for_user(request.user, self.tenant.slug, name)
         new, warnings = services.relaunch_job(job, actor=request.user)
-        return Response({**JobSerializer(new).data, "warnings": warnings}, status=201)
+        body = {**JobSerializer(new).data, "warnings": warnings}
+        return Response(body, status=201, headers=self.get_success_headers(body))
 
     @extend_schema(request=ExtendSerializer, responses=EndpointSerializer)
     @action(detail=True, methods=["post"], url_path=r"endpoints/(?P<endpoint>[-a-z0-9]+)/extend")
@@ -130,7 +134,7 @@ class JobViewSet(
         return Response(JobEventSerializer(job.events.all()[:200], many=True).data)
 
 
-class DataVolumeViewSet(TenantScoped, viewsets.ModelViewSet):
+class DataVolumeViewSet(LocationOnCreate, TenantScoped, viewsets.ModelViewSet):
     lookup_value_regex = ID_REGEX
     serializer_class = DataVolumeSerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import SSHKey
@@ -302,6 +303,24 @@ def _reconcile_volume(volume: DataVolume) -> None:
     enqueue("jobs.reconcile_data_volume", volume.pk)
 
 
+def _check_volume_fits(tenant: Tenant, size_gib: int, *, replacing: int = 0) -> None:
+    """Data volumes alone may not outgrow the tenant's storage quota: such a volume could never
+    be created, and the jobs waiting for it would wait forever."""
+    volumes = DataVolume.objects.filter(tenant=tenant, delete_requested=False)
+    taken = (volumes.aggregate(gib=Sum("size_gib"))["gib"] or 0) - replacing
+    if taken + size_gib > tenant.storage_quota_gib:
+        room = max(tenant.storage_quota_gib - taken, 0)
+        raise ValidationError(
+            {
+                "size_gib": (
+                    f"The tenant's storage quota is {tenant.storage_quota_gib} GiB and its data "
+                    f"volumes take {taken} GiB: at most {room} GiB more fit. Ask a tenant admin "
+                    "for more, or delete a volume."
+                )
+            }
+        )
+
+
 @transaction.atomic
 def create_data_volume(
     tenant: Tenant, *, name: str, size_gib: int, actor: Any, storage_class: str = ""
@@ -321,6 +340,7 @@ def create_data_volume(
         )
     if not 1 <= size_gib <= specs.MAX_DISK_GIB:
         raise ValidationError({"size_gib": f"Use between 1 and {specs.MAX_DISK_GIB} GiB."})
+    _check_volume_fits(Tenant.objects.select_for_update().get(pk=tenant.pk), size_gib)
     volume.save()
     record(
         actor,
@@ -342,6 +362,8 @@ def expand_data_volume(volume: DataVolume, *, size_gib: int, actor: Any) -> Data
         )
     if size_gib > specs.MAX_DISK_GIB:
         raise ValidationError({"size_gib": f"At most {specs.MAX_DISK_GIB} GiB."})
+    tenant = Tenant.objects.select_for_update().get(pk=volume.tenant_id)
+    _check_volume_fits(tenant, size_gib, replacing=volume.size_gib)
     before = volume.size_gib
     volume.size_gib = size_gib
     volume.save(update_fields=["size_gib"])

@@ -338,6 +338,16 @@ def parse(
     except ValidationError as exc:
         errors.add("image", exc.messages[0], exc.code)
     tasks = _tasks(errors, data.get("tasks"))
+    for i, task in enumerate(tasks):
+        # Volcano names pods <job>-<task>-<index>, and its svc plugin makes that the pod's
+        # host name: a DNS label.
+        longest = len(f"{name}-{task.name}-{max(task.replicas - 1, 0)}")
+        if longest > 63:
+            errors.add(
+                f"tasks[{i}].name",
+                f"With the job name '{name}', task '{task.name}' makes pod names of {longest} "
+                "characters; Kubernetes allows 63. Shorten the job or the task name.",
+            )
     plugins = data.get("plugins", ("svc", "env"))
     if not isinstance(plugins, list | tuple):
         errors.add("plugins", "Give a list of Volcano plugin names, for example [svc, env].")

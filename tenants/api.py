@@ -3,7 +3,7 @@ from rest_framework import mixins, permissions, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from core.fields import ID_REGEX, NAME_REGEX
+from core.fields import ID_REGEX, NAME_REGEX, LocationOnCreate
 
 from . import services
 from .access import get_tenant_for_user, require_platform_admin
@@ -14,6 +14,7 @@ from .serializers import AuditEventSerializer, MembershipSerializer, TenantSeria
 
 
 class TenantViewSet(
+    LocationOnCreate,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,

@@ -3,6 +3,7 @@ import uuid
 import pytest
 from django.core.management import call_command
 
+from jobs import services
 from jobs.models import JobTemplate
 from k8s_adapters.tenant import QUEUE_API
 from tenants import services as tenant_services
@@ -47,3 +48,18 @@ def set_phase(cluster, job, phase, **counts):
             "status": {"state": {"phase": phase}, **counts},
         }
     )
+
+
+@pytest.fixture
+def launch(team, django_capture_on_commit_callbacks):
+    """Launch a template version as a team member, reconciled inline; the job, refreshed."""
+
+    def launch(version, who="bob", **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            job, warnings = services.launch_job(
+                team["tenant"], team[who], actor=team[who], template_version=version, **kwargs
+            )
+        job.refresh_from_db()
+        return job
+
+    return launch

@@ -116,7 +116,8 @@ def test_the_api_launches_from_a_template_with_overrides_and_reports_field_error
     assert response.status_code == 201, response.content
     body = response.json()
     assert (body["name"], body["gpus"], body["state"]) == ("api-ddp", 8, "submitting")
-    got = client.get(f"{url}api-ddp/").json()
+    assert response["Location"] == f"{url}api-ddp/"  # where the new job lives
+    got = client.get(response["Location"]).json()
     assert got["state"] == "pending", got["message"]
 
     response = client.post(

@@ -149,15 +149,9 @@ def test_the_api_answers_a_malformed_spec_with_400_and_field_paths(team, client)
     assert set(answer.json()["errors"]) >= {"tasks[0]", "volumes"}
 
 
-def test_job_names_must_start_with_a_letter(team, templates):
+def test_job_names_must_start_with_a_letter(templates, launch):
     with pytest.raises(ValidationError) as caught:
-        services.launch_job(
-            team["tenant"],
-            team["bob"],
-            actor=team["bob"],
-            template_version=templates["single-gpu"],
-            name="1st-try",
-        )
+        launch(templates["single-gpu"], name="1st-try")
     assert "starting with a letter" in caught.value.message_dict["name"][0]
 
 
@@ -221,16 +215,9 @@ def test_a_data_volume_may_not_take_a_jobs_workspace_name(team):
 
 
 def test_a_volcano_job_deleted_after_it_ran_is_never_created_again(
-    cluster, team, templates, django_capture_on_commit_callbacks
+    cluster, team, templates, launch
 ):
-    with django_capture_on_commit_callbacks(execute=True):
-        job, _ = services.launch_job(
-            team["tenant"],
-            team["bob"],
-            actor=team["bob"],
-            template_version=templates["single-gpu"],
-            name="gone",
-        )
+    job = launch(templates["single-gpu"], name="gone")
     set_phase(cluster, job, "Running", running=1)
     reconcile_job(job.pk)
     cluster.delete(VCJOB_API, "Job", "gone", team["tenant"].namespace)  # an admin, or a TTL
@@ -274,7 +261,7 @@ def test_a_template_named_in_the_launch_url_opens_its_form(client, team, templat
 
 
 def test_an_api_server_refusal_reads_in_plain_words_with_the_details_beside(
-    cluster, team, templates, client, django_capture_on_commit_callbacks
+    cluster, team, templates, client, launch
 ):
     ns = team["tenant"].namespace
     # Someone shrank the tenant's ResourceQuota by hand, behind the portal's admission.
@@ -290,15 +277,7 @@ def test_an_api_server_refusal_reads_in_plain_words_with_the_details_beside(
         ),
         message="the quota controller to take the new limit",
     )
-    with django_capture_on_commit_callbacks(execute=True):
-        job, _ = services.launch_job(
-            team["tenant"],
-            team["bob"],
-            actor=team["bob"],
-            template_version=templates["single-gpu"],
-            name="too-big",
-        )
-    job.refresh_from_db()
+    job = launch(templates["single-gpu"], name="too-big")
     assert job.state == "error"
     assert job.message.startswith(
         "The tenant's quota in the cluster refused it (asked for requests.storage="
@@ -307,3 +286,19 @@ def test_an_api_server_refusal_reads_in_plain_words_with_the_details_beside(
     client.force_login(team["bob"])
     page = client.get(f"/tenants/{team['tenant'].slug}/jobs/too-big/").content.decode()
     assert "Details from the cluster" in page
+
+
+def test_a_data_volume_larger_than_the_tenants_storage_quota_is_refused_at_creation(team):
+    quota = team["tenant"].storage_quota_gib
+    services.create_data_volume(team["tenant"], name="half", size_gib=quota // 2, actor=team["bob"])
+    with pytest.raises(ValidationError) as caught:
+        services.create_data_volume(team["tenant"], name="more", size_gib=quota, actor=team["bob"])
+    assert f"at most {quota - quota // 2} GiB more fit" in caught.value.message_dict["size_gib"][0]
+    assert not DataVolume.objects.filter(name="more").exists()
+
+
+def test_pod_names_too_long_for_a_host_name_are_refused_before_the_cluster():
+    data = {"image": "pytorch", "tasks": [{"name": "t" * 20, "replicas": 100}]}
+    with pytest.raises(ValidationError) as caught:
+        specs.parse(data, name="j" * 48)
+    assert "Kubernetes allows 63" in caught.value.message_dict["tasks[0].name"][0]

@@ -20,19 +20,6 @@ ED25519 = (
 )
 
 
-@pytest.fixture
-def launch(team, django_capture_on_commit_callbacks):
-    def launch(version, who="bob", **kwargs):
-        with django_capture_on_commit_callbacks(execute=True):
-            job, warnings = services.launch_job(
-                team["tenant"], team[who], actor=team[who], template_version=version, **kwargs
-            )
-        job.refresh_from_db()
-        return job
-
-    return launch
-
-
 def test_a_ddp_launch_creates_the_volcano_job_pvc_pair_and_ssh_secret(
     cluster, team, templates, launch
 ):

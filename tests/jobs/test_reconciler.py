@@ -80,17 +80,10 @@ def test_an_unreachable_cluster_leaves_the_job_running_and_says_it_retries(
 
 
 def test_a_permanent_refusal_ends_in_error_with_the_reason(
-    cluster, team, templates, django_capture_on_commit_callbacks, caplog
+    cluster, team, templates, launch, caplog
 ):
     cluster.delete("scheduling.volcano.sh/v1beta1", "Queue", team["tenant"].queue_name)
-    with django_capture_on_commit_callbacks(execute=True):
-        job, _ = services.launch_job(
-            team["tenant"],
-            team["bob"],
-            actor=team["bob"],
-            template_version=templates["single-gpu"],
-            name="no-queue",
-        )
+    job = launch(templates["single-gpu"], name="no-queue")
     job.refresh_from_db()
     assert job.state == JobState.ERROR
     assert job.sync_state == SyncState.ERROR
