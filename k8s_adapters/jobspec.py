@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .quantity import to_decimal
+
 
 @dataclass(frozen=True)
 class Port:
@@ -69,6 +71,15 @@ class JobSpec:
     @property
     def total_gpus(self) -> int:
         return sum(t.gpus * t.replicas for t in self.tasks)
+
+    @property
+    def total_cpu_millicores(self) -> int:
+        """CPU requested by all pods together, as the ResourceQuota and the queue count it."""
+        return sum(int(to_decimal(t.cpu) * 1000) * t.replicas for t in self.tasks)
+
+    @property
+    def total_memory_mib(self) -> int:
+        return sum(int(to_decimal(t.memory) / 2**20) * t.replicas for t in self.tasks)
 
     @property
     def total_replicas(self) -> int:
