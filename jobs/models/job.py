@@ -83,6 +83,12 @@ class Job(Reconciled):
     def is_finished(self):
         return self.state in FINISHED
 
+    @property
+    def has_pod_counts(self):
+        """Volcano zeroes every counter once a job completes (its pods are gone): nothing to
+        show then."""
+        return any(self.counts.values()) if isinstance(self.counts, dict) else False
+
     def job_spec(self) -> JobSpec:
         return JobSpec.from_dict(self.spec)
 

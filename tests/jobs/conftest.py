@@ -46,18 +46,6 @@ def team(db, cluster, django_capture_on_commit_callbacks):
     cluster.delete("v1", "Namespace", tenant.namespace)
 
 
-def set_phase(cluster, job, phase, **counts):
-    """Play Volcano's controller: write the Volcano job's status."""
-    cluster.apply_status(
-        {
-            "apiVersion": "batch.volcano.sh/v1alpha1",
-            "kind": "Job",
-            "metadata": {"name": job.name, "namespace": job.tenant.namespace},
-            "status": {"state": {"phase": phase}, **counts},
-        }
-    )
-
-
 @pytest.fixture
 def launch(team, django_capture_on_commit_callbacks):
     """Launch a template version as a team member, reconciled inline; the job, refreshed."""
