@@ -192,6 +192,11 @@ CELERY_BEAT_SCHEDULE["jobs"] = {
     "options": {"expires": JOB_SYNC_INTERVAL},
 }
 
+# Job logs (pods/log through the API server): how long one request follows a running
+# container, and the most one download or view returns.
+LOG_FOLLOW_SECONDS = env.int("LOG_FOLLOW_SECONDS", default=600)
+LOG_DOWNLOAD_LIMIT_BYTES = env.int("LOG_DOWNLOAD_LIMIT_BYTES", default=50 * 2**20)
+
 # -- Job endpoints ----------------------------------------------------------------------------
 # How exposed ports are reached: "ingress" (an SSO-protected URL), "nodeport", "loadbalancer" or
 # "podip"; TCP and SSH ports cannot go through an HTTP router and use ENDPOINT_TCP_MODE. NodePort
