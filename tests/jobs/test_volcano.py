@@ -178,3 +178,29 @@ def test_deleting_a_running_job_removes_its_pods(
         time.sleep(0.3)
     assert job_pods(cluster, job) == []
     assert cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace) is None
+
+
+def test_a_job_follows_volcano_within_seconds_without_waiting_for_the_resync(
+    cluster, team, templates, worker, collector, settings
+):
+    # Only the real worker and the collector's watch on Volcano jobs: no beat, no resync.
+    job, _ = services.launch_job(
+        team["tenant"],
+        team["bob"],
+        actor=team["bob"],
+        template_version=templates["single-gpu"],
+        overrides=exits(0, after=3),
+        name="watched",
+    )
+    started = time.monotonic()
+    seen = []
+    while time.monotonic() - started < 30:
+        job.refresh_from_db()
+        if not seen or seen[-1] != job.state:
+            seen.append(job.state)
+        if job.state == JobState.SUCCEEDED:
+            break
+        time.sleep(0.1)
+    assert seen[-1] == JobState.SUCCEEDED, seen
+    assert JobState.RUNNING in seen
+    assert time.monotonic() - started < 15  # 3 s of "training", the rest is following it

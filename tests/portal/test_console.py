@@ -4,7 +4,6 @@ reading its snapshot."""
 import os
 import signal
 import subprocess
-import sys
 import uuid
 
 import pytest
@@ -13,8 +12,7 @@ from rest_framework.test import APIClient
 from core import snapshot as store
 from k8s_adapters.inventory import diagnose, reduce_node, reduce_pod, snapshot
 from k8s_adapters.nodes import SimulatedNode, build_node, build_node_status
-from tests import processes
-from tests.conftest import ROOT, _database_url
+from tests.conftest import ROOT
 from tests.helpers import wait_for
 from tests.tenants.conftest import make_user
 
@@ -97,28 +95,6 @@ def test_broken_nodes_and_settings_produce_their_diagnostics():
     ]
     assert "runtimeClassName: nvidia" in rows[3]["fix"]
     assert diagnose([], [], [], {"allocatable": 0}) == []
-
-
-@pytest.fixture
-def collector(cluster, settings, tmp_path):
-    env = {
-        "DATABASE_URL": _database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "KUBECONFIG": settings.KUBECONFIG,
-        "DEBUG": "true",
-    }
-    store._redis().delete(store.KEY, store.HISTORY_KEY)
-    args = [sys.executable, "manage.py", "collect_cluster", "--interval", "0.2"]
-    args += ["--history-interval", "1"]
-    with processes.running(
-        args,
-        log=tmp_path / "collector.log",
-        env=env,
-        ready=store.read,
-        what="the collector's first snapshot",
-        stop_signal=signal.SIGINT,
-    ) as proc:
-        yield proc
 
 
 @pytest.fixture

@@ -1,16 +1,23 @@
 """Watch Nodes, GPU pods, Volcano Queues, HyperNodes and RuntimeClasses like informers, and keep
-the console's snapshot in Redis. Runs as its own service beside the worker."""
+the console's snapshot in Redis; watch the portal's Volcano jobs and reconcile a job as soon as
+Volcano changes its phase or pod counts (the periodic resync stays as the safety net). Runs as
+its own service beside the worker."""
 
 import threading
 import time
 
 from django.core.management.base import BaseCommand
+from django.db import close_old_connections
 from django.utils import timezone
 
 from core import snapshot as store
 from core.cluster import get_cluster
+from core.reconcile import enqueue
+from jobs.models import Job
 from k8s_adapters import inventory
 from k8s_adapters.informer import Informer, wait_synced
+from k8s_adapters.labels import MANAGED_BY, PORTAL
+from k8s_adapters.volcano import VCJOB_API, reduce_vcjob
 
 KINDS = [
     ("v1", "Node", inventory.reduce_node),
@@ -45,7 +52,16 @@ class Command(BaseCommand):
             Informer(get_cluster(), api, kind, reduce=reduce, on_change=changed.set)
             for api, kind, reduce in KINDS
         ]
-        for informer in informers:
+        jobs = Informer(
+            get_cluster(),
+            VCJOB_API,
+            "Job",
+            reduce=reduce_vcjob,
+            on_change=lambda: None,
+            labels={MANAGED_BY: PORTAL},
+            on_update=follow_job,
+        )
+        for informer in [*informers, jobs]:
             threading.Thread(
                 target=informer.run, args=(stop,), daemon=True, name=informer.kind
             ).start()
@@ -78,3 +94,16 @@ class Command(BaseCommand):
         snapshot["at"] = timezone.now().isoformat()
         store.write(snapshot)
         return snapshot
+
+
+def follow_job(old, new):
+    """Volcano changed a job's phase or counts (or it vanished): reconcile that job now."""
+    current = new or old
+    close_old_connections()  # a long-lived thread: drop a connection the database closed
+    pk = (
+        Job.objects.filter(tenant__slug=current["tenant"], name=current["name"])
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if pk is not None:
+        enqueue("jobs.reconcile_job", pk)
