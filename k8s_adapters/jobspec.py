@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .names import ssh_keys_secret, workspace_claim
 from .quantity import to_decimal
 
 
@@ -87,11 +88,11 @@ class JobSpec:
 
     @property
     def workspace_claim(self) -> str:
-        return f"{self.name}-workspace"
+        return workspace_claim(self.name)
 
     @property
     def ssh_secret(self) -> str:
-        return f"{self.name}-ssh-keys"
+        return ssh_keys_secret(self.name)
 
     # -- codec ---------------------------------------------------------------------------------
 

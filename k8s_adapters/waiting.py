@@ -4,6 +4,7 @@ Events around a Volcano job (apps turn them into plain words)."""
 from typing import TYPE_CHECKING
 
 from .events import newest_first, read_event
+from .names import workspace_claim
 from .volcano import PODGROUP_API, podgroup_name, unschedulable_messages
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def waiting_messages(cluster: "Cluster", namespace: str, job_name: str, uid: str
     messages = unschedulable_messages(group)
     claims = {
         name
-        for name in (f"{job_name}-workspace",)
+        for name in (workspace_claim(job_name),)
         if _phase(cluster.get("v1", "PersistentVolumeClaim", name, namespace)) != "Bound"
     }  # a bound claim's old events (waiting for the provisioner) say nothing any more
     events = newest_first([read_event(e) for e in cluster.list("v1", "Event", namespace=namespace)])

@@ -171,6 +171,10 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Portal API",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.schema_links.add_links",
+    ],
 }
 
 LOGGING = {

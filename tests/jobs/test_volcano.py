@@ -204,3 +204,51 @@ def test_a_job_follows_volcano_within_seconds_without_waiting_for_the_resync(
     assert seen[-1] == JobState.SUCCEEDED, seen
     assert JobState.RUNNING in seen
     assert time.monotonic() - started < 15  # 3 s of "training", the rest is following it
+
+
+def leaf_of(cluster):
+    """Node name -> the tier-1 HyperNode (leaf switch) it hangs off."""
+    leaves = {}
+    for hypernode in cluster.list("topology.volcano.sh/v1alpha1", "HyperNode"):
+        if hypernode["spec"]["tier"] == 1:
+            for member in hypernode["spec"]["members"]:
+                leaves[member["selector"]["exactMatch"]["name"]] = hypernode["metadata"]["name"]
+    return leaves
+
+
+def test_hard_topology_keeps_a_gang_under_one_leaf_switch_or_waits(cluster, team, launch_spec):
+    # A leaf switch has two 8-GPU nodes. Two pods of 8 GPUs fit under one; three do not, and
+    # with `hard` topology at tier 1 Volcano places none of them rather than spread them.
+    topology = {"mode": "hard", "highest_tier_allowed": 1}
+    pair = ddp(cpu="8", memory="64Gi", gpu_product="NVIDIA-H100-80GB-HBM3")
+    pair["tasks"][1]["replicas"] = 1
+    pair["network_topology"] = topology
+    pair["command"] = ["sh", "-c", "sleep 4; exit 0"]
+    job = settle(launch_spec(pair, "topo-pair"), JobState.RUNNING)
+    nodes = [p["spec"]["nodeName"] for p in job_pods(cluster, job)]
+    leaves = leaf_of(cluster)
+    assert len(nodes) == 2
+    assert leaves[nodes[0]] == leaves[nodes[1]], nodes
+    settle(job, JobState.SUCCEEDED)  # its GPUs back to the tenant's quota
+
+    triple = ddp(cpu="8", memory="64Gi", gpu_product="NVIDIA-H100-80GB-HBM3")
+    triple["network_topology"] = topology
+    waiting = settle(launch_spec(triple, "topo-triple"), JobState.PENDING)
+    time.sleep(3)  # many scheduling cycles
+    waiting = settle(waiting, JobState.PENDING)
+    assert bound(job_pods(cluster, waiting)) == []
+    assert waiting.pending_reason
+
+
+def test_a_restart_policy_reruns_the_job_until_its_retries_are_spent(cluster, team, launch_spec):
+    spec = ddp(cpu="2", memory="8Gi", gpus=1)
+    spec["tasks"] = spec["tasks"][:1]
+    spec["tasks"][0]["policies"] = []
+    spec["policies"] = [{"event": "PodFailed", "action": "RestartJob"}]
+    spec["max_retry"] = 2
+    spec["command"] = ["sh", "-c", "sleep 1; exit 1"]
+    job = settle(launch_spec(spec, "retrier"), JobState.FAILED, timeout=120)
+    vcjob = cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace)
+    assert vcjob["status"].get("retryCount", 0) >= 2
+    states = [e.message for e in job.events.filter(kind="state")]
+    assert states[0].endswith("→ failed")

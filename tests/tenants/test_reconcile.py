@@ -8,7 +8,7 @@ from tenants import services
 from tenants.choices import TenantState
 from tenants.models import Tenant
 from tenants.tasks import reconcile_tenant, resync_tenants
-from tests.helpers import wait_for
+from tests.helpers import our_writes, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -65,18 +65,6 @@ def test_reconciling_twice_writes_nothing_the_second_time(cluster, create):
     reconcile_tenant(tenant.pk)
     after = {k: our_writes(v) for k, v in objects(cluster, tenant).items()}
     assert before == after
-
-
-def our_writes(obj):
-    """The object's generation and when the portal's field manager last changed it: Volcano's
-    queue controller writes the queue's status on its own schedule, so resourceVersion may move
-    without the portal writing anything."""
-    times = [
-        m.get("time")
-        for m in obj["metadata"].get("managedFields") or []
-        if m["manager"] == "gpu-portal"
-    ]
-    return obj["metadata"].get("generation"), times
 
 
 def test_resync_repairs_objects_deleted_or_edited_by_hand(
