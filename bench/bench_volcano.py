@@ -65,11 +65,11 @@ class Running(threading.Thread):
     def run(self):
         _, version = self.cluster.list_with_version(VCJOB_API, "Job", namespace=self.namespace)
         while not self.stop:
-            for _, obj in self.cluster.watch(
+            for kind, obj in self.cluster.watch(
                 VCJOB_API, "Job", namespace=self.namespace, resource_version=version, timeout=5
             ):
                 version = obj["metadata"].get("resourceVersion", version)
-                if read_job(obj).phase == "Running":
+                if kind in ("ADDED", "MODIFIED") and read_job(obj).phase == "Running":
                     self.at.setdefault(obj["metadata"]["name"], time.time())
 
     def wait_all(self, names, timeout):

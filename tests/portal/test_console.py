@@ -5,12 +5,23 @@ import os
 import signal
 import subprocess
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from rest_framework.test import APIClient
 
 from core import snapshot as store
-from k8s_adapters.inventory import diagnose, reduce_node, reduce_pod, snapshot
+from k8s_adapters.inventory import (
+    diagnose,
+    queue_quota_disagreements,
+    reduce_claim,
+    reduce_node,
+    reduce_pod,
+    reduce_quota,
+    reduce_storage_class,
+    snapshot,
+    unbound_claims,
+)
 from k8s_adapters.nodes import SimulatedNode, build_node, build_node_status
 from tests.conftest import ROOT
 from tests.helpers import wait_for
@@ -266,3 +277,73 @@ def test_the_history_chart_plots_samples_oldest_first():
     assert chart["used"] == "0.0,100.0 100.0,50.0 200.0,0.0"
     assert chart["allocatable"] == "0.0,0.0 100.0,0.0 200.0,0.0"
     assert store.chart(samples[:1]) is None
+
+
+def claim_obj(name, storage_class="", phase="Pending", age_s=600, portal=True):
+    created = datetime.now(UTC) - timedelta(seconds=age_s)
+    labels = {"app.kubernetes.io/managed-by": "gpu-portal"} if portal else {}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "tenant-vision",
+            "labels": labels,
+            "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        "spec": {"storageClassName": storage_class} if storage_class else {},
+        "status": {"phase": phase},
+    }
+
+
+def storage_class_obj(name, default=False, provisioner="csi.example.org"):
+    annotations = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+    return {"metadata": {"name": name, "annotations": annotations}, "provisioner": provisioner}
+
+
+@pytest.mark.parametrize(
+    ("claim", "classes", "cause"),
+    [
+        (claim_obj("a-workspace"), [], "no default one"),
+        (claim_obj("b-workspace", "fast"), [storage_class_obj("slow")], "fast, which does not"),
+        (
+            claim_obj("c-workspace"),
+            [storage_class_obj("local", default=True)],
+            "StorageClass local (provisioner csi.example.org) has not created",
+        ),
+    ],
+)
+def test_claims_left_unbound_say_which_storage_setting_is_missing(claim, classes, cause):
+    found = unbound_claims(
+        [reduce_claim(claim)], [reduce_storage_class(c) for c in classes], datetime.now(UTC)
+    )
+    assert [d["kind"] for d in found] == ["claims-unbound"]
+    assert cause in found[0]["cause"]
+
+
+def test_young_bound_and_foreign_claims_are_not_diagnosed():
+    claims = [
+        claim_obj("young", age_s=10),
+        claim_obj("bound", phase="Bound"),
+        claim_obj("theirs", portal=False),
+    ]
+    assert unbound_claims([reduce_claim(c) for c in claims], [], datetime.now(UTC)) == []
+
+
+def test_a_queue_and_quota_edited_apart_are_reported_per_tenant():
+    quota = {
+        "metadata": {
+            "name": "tenant-quota",
+            "namespace": "tenant-vision",
+            "labels": {"gpu-portal.io/tenant": "vision"},
+        },
+        "spec": {"hard": {"requests.nvidia.com/gpu": "16"}},
+    }
+    queues = [{"name": "tenant-vision", "capability": 8}]
+    [found] = queue_quota_disagreements(queues, [reduce_quota(quota)])
+    assert found["subject"] == "tenant vision"
+    assert "allows 8 GPUs but its ResourceQuota 16" in found["cause"]
+    assert (
+        queue_quota_disagreements(
+            [{"name": "tenant-vision", "capability": 16}], [reduce_quota(quota)]
+        )
+        == []
+    )

@@ -1,7 +1,8 @@
-"""Watch Nodes, GPU pods, Volcano Queues, HyperNodes and RuntimeClasses like informers, and keep
-the console's snapshot in Redis; watch the portal's Volcano jobs and reconcile a job as soon as
-Volcano changes its phase or pod counts (the periodic resync stays as the safety net). Runs as
-its own service beside the worker."""
+"""Watch Nodes, GPU pods, Volcano Queues, HyperNodes, RuntimeClasses, claims, StorageClasses and
+ResourceQuotas like informers, and keep the console's snapshot (with its diagnostics) in Redis;
+watch the portal's Volcano jobs and reconcile a job as soon as Volcano changes its phase or pod
+counts (the periodic resync stays as the safety net). Runs as its own service beside the
+worker."""
 
 import threading
 import time
@@ -25,6 +26,9 @@ KINDS = [
     ("scheduling.volcano.sh/v1beta1", "Queue", inventory.reduce_queue),
     ("node.k8s.io/v1", "RuntimeClass", inventory.reduce_name),
     ("topology.volcano.sh/v1alpha1", "HyperNode", inventory.reduce_hypernode),
+    ("v1", "PersistentVolumeClaim", inventory.reduce_claim),
+    ("storage.k8s.io/v1", "StorageClass", inventory.reduce_storage_class),
+    ("v1", "ResourceQuota", inventory.reduce_quota),
 ]
 
 
@@ -90,6 +94,9 @@ class Command(BaseCommand):
             stores["Queue"],
             stores["RuntimeClass"],
             stores["HyperNode"],
+            claims=stores["PersistentVolumeClaim"],
+            storage_classes=stores["StorageClass"],
+            quotas=stores["ResourceQuota"],
         )
         snapshot["at"] = timezone.now().isoformat()
         store.write(snapshot)
