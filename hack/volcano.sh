@@ -279,6 +279,7 @@ cmd_start() {
   log "webhook manager serving in $(($(now) - t))s"
   t=$(now)
   start_controller_manager
+  cluster_py scheduler-config --file "$VC_SCHEDULER_CONF"
   start_scheduler
   write_kwok_logs_config
   start_kwok

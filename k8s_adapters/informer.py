@@ -29,13 +29,14 @@ class Informer:
         on_change: Callable[[], None],
         watch_timeout: int = 60,
         labels: dict[str, str] | None = None,
+        namespace: str | None = None,
         on_update: Callable[[dict[str, Any] | None, dict[str, Any] | None], None] | None = None,
     ) -> None:
         """`on_update(old, new)` (reduced objects, None when absent) is called for each object
         whose reduced form changed, also across a relist; `on_change()` after every batch."""
         self.cluster, self.api_version, self.kind = cluster, api_version, kind
         self.reduce, self.on_change, self.watch_timeout = reduce, on_change, watch_timeout
-        self.labels, self.on_update = labels, on_update
+        self.labels, self.namespace, self.on_update = labels, namespace, on_update
         self.store: dict[str, dict[str, Any]] = {}
         self.synced = False
 
@@ -46,7 +47,7 @@ class Informer:
 
     def relist(self) -> str | None:
         items, version = self.cluster.list_with_version(
-            self.api_version, self.kind, labels=self.labels
+            self.api_version, self.kind, labels=self.labels, namespace=self.namespace
         )
         old, self.store = self.store, {self.key(obj): self.reduce(obj) for obj in items}
         for key in old.keys() | self.store.keys():
@@ -81,6 +82,7 @@ class Informer:
             resource_version=version,
             timeout=self.watch_timeout,
             labels=self.labels,
+            namespace=self.namespace,
         ):
             version = obj.get("metadata", {}).get("resourceVersion") or version
             if kind == "BOOKMARK":

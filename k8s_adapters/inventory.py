@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import yaml
+
 from .labels import MANAGED_BY, PORTAL, TENANT
 from .quantity import to_decimal
 
@@ -130,6 +132,43 @@ def reduce_storage_class(storage_class: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"  # as Volcano's Helm chart names it
+
+
+def reduce_scheduler_config(configmap: dict[str, Any]) -> dict[str, Any]:
+    """The plugins vc-scheduler runs, from the ConfigMap its chart mounts as its config."""
+    name = configmap["metadata"]["name"]
+    plugins: set[str] = set()
+    for text in (configmap.get("data") or {}).values():
+        try:
+            conf = yaml.safe_load(text) or {}
+        except yaml.YAMLError:
+            continue
+        for tier in conf.get("tiers") or [] if isinstance(conf, dict) else []:
+            plugins |= {p.get("name", "") for p in tier.get("plugins") or []}
+    return {"name": name, "plugins": sorted(plugins)}
+
+
+def topology_ignored(
+    configs: list[dict[str, Any]], hypernodes: list[dict[str, Any]]
+) -> list[dict[str, str]]:
+    """HyperNodes describe the network but the scheduler does not run the plugin that reads
+    them: every job's networkTopology is silently ignored."""
+    config = next((c for c in configs if c["name"] == SCHEDULER_CONFIGMAP), None)
+    if config is None or not hypernodes or "network-topology-aware" in config["plugins"]:
+        return []
+    return [
+        {
+            "kind": "topology-ignored",
+            "subject": "Volcano scheduler",
+            "cause": f"The cluster has {len(hypernodes)} HyperNodes but vc-scheduler does not "
+            "run the network-topology-aware plugin: jobs' network topology is ignored.",
+            "fix": "Add network-topology-aware to a tier of the scheduler's configuration "
+            f"(ConfigMap {SCHEDULER_CONFIGMAP}).",
+        }
+    ]
+
+
 def reduce_quota(quota: dict[str, Any]) -> dict[str, Any]:
     meta = quota["metadata"]
     hard = (quota.get("spec") or {}).get("hard") or {}
@@ -150,6 +189,7 @@ def snapshot(
     claims: list[dict[str, Any]] = (),  # type: ignore[assignment]
     storage_classes: list[dict[str, Any]] = (),  # type: ignore[assignment]
     quotas: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    scheduler_configs: list[dict[str, Any]] = (),  # type: ignore[assignment]
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """The console's view of the cluster, from reduced objects."""
@@ -207,7 +247,8 @@ def snapshot(
         "hypernodes": topology(hypernodes, rows),
         "diagnostics": diagnose(rows, queues, runtime_classes, totals)
         + unbound_claims(claims, storage_classes, now or datetime.now(UTC))
-        + queue_quota_disagreements(queues, quotas),
+        + queue_quota_disagreements(queues, quotas)
+        + topology_ignored(scheduler_configs, hypernodes),
     }
 
 

@@ -196,6 +196,9 @@ CELERY_BEAT_SCHEDULE["jobs"] = {
     "options": {"expires": JOB_SYNC_INTERVAL},
 }
 
+# Where Volcano runs: the collector reads its scheduler's configuration ConfigMap there.
+VOLCANO_NAMESPACE = env.str("VOLCANO_NAMESPACE", default="volcano-system")
+
 # Job logs (pods/log through the API server): how long one request follows a running
 # container, and the most one download or view returns.
 LOG_FOLLOW_SECONDS = env.int("LOG_FOLLOW_SECONDS", default=600)

@@ -18,8 +18,10 @@ from k8s_adapters.inventory import (
     reduce_node,
     reduce_pod,
     reduce_quota,
+    reduce_scheduler_config,
     reduce_storage_class,
     snapshot,
+    topology_ignored,
     unbound_claims,
 )
 from k8s_adapters.nodes import SimulatedNode, build_node, build_node_status
@@ -347,3 +349,23 @@ def test_a_queue_and_quota_edited_apart_are_reported_per_tenant():
         )
         == []
     )
+
+
+def scheduler_configmap(conf_text):
+    return {
+        "metadata": {"name": "volcano-scheduler-configmap"},
+        "data": {"volcano-scheduler.conf": conf_text},
+    }
+
+
+def test_hypernodes_without_the_topology_plugin_are_diagnosed():
+    conf = (ROOT / "hack" / "volcano" / "scheduler.conf").read_text()  # what the test bed runs
+    hypernodes = [{"name": "leaf-0", "tier": 1, "members": []}]
+    running = reduce_scheduler_config(scheduler_configmap(conf))
+    assert "network-topology-aware" in running["plugins"]
+    assert topology_ignored([running], hypernodes) == []
+    stock = conf.replace("  - name: network-topology-aware\n", "  - name: unrelated\n")
+    [found] = topology_ignored([reduce_scheduler_config(scheduler_configmap(stock))], hypernodes)
+    assert found["kind"] == "topology-ignored"
+    assert "network topology is ignored" in found["cause"]
+    assert topology_ignored([], hypernodes) == []  # config not readable: no guess

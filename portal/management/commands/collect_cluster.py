@@ -7,6 +7,7 @@ worker."""
 import threading
 import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 from django.utils import timezone
@@ -65,6 +66,15 @@ class Command(BaseCommand):
             labels={MANAGED_BY: PORTAL},
             on_update=follow_job,
         )
+        scheduler = Informer(
+            get_cluster(),
+            "v1",
+            "ConfigMap",
+            reduce=inventory.reduce_scheduler_config,
+            on_change=changed.set,
+            namespace=settings.VOLCANO_NAMESPACE,
+        )
+        informers.append(scheduler)
         for informer in [*informers, jobs]:
             threading.Thread(
                 target=informer.run, args=(stop,), daemon=True, name=informer.kind
@@ -97,6 +107,7 @@ class Command(BaseCommand):
             claims=stores["PersistentVolumeClaim"],
             storage_classes=stores["StorageClass"],
             quotas=stores["ResourceQuota"],
+            scheduler_configs=stores["ConfigMap"],
         )
         snapshot["at"] = timezone.now().isoformat()
         store.write(snapshot)
