@@ -66,8 +66,12 @@ RULES = [
 QUEUE_FULL = re.compile(r"queue resource quota insufficient:?\s*(?P<what>.*)", re.IGNORECASE)
 
 
-def explain(messages):
-    """The first rule matching any message, else the raw message, else a generic line."""
+WAITING_FOR_SCHEDULER = "Waiting for the Volcano scheduler to admit the job."
+WAITING_FOR_VOLUME = "Waiting for the job's volume to be created before its pods are."
+
+
+def explain(messages, default=WAITING_FOR_SCHEDULER):
+    """The first rule matching any message, else the raw message, else `default`."""
     texts = [m for m in messages if m]
     queue = _queue_full(texts)
     if queue:
@@ -80,7 +84,7 @@ def explain(messages):
                 return f"{explanation} (cluster: {source})"
     if texts:
         return texts[0]
-    return "Waiting for the Volcano scheduler to admit the job."
+    return default
 
 
 def _queue_full(texts):

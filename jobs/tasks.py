@@ -23,7 +23,7 @@ from k8s_adapters.volcano import (
     read_job,
     read_queue,
 )
-from k8s_adapters.waiting import waiting_messages
+from k8s_adapters.waiting import claims_to_bind_first, waiting_messages
 from networking.services import release_for_job
 
 from . import endpoints, pending
@@ -106,7 +106,14 @@ def _ensure(job):
         cluster.apply_one(_data_pvc(job.data_volume))
     if vcjob is None:
         _check_queue(cluster, spec.queue)
-        vcjob = cluster.apply(objects)[-1]
+        cluster.apply(objects[:-1])
+        claims = [spec.workspace_claim] + ([spec.data_volume] if spec.data_volume else [])
+        if claims_to_bind_first(cluster, spec.namespace, claims):
+            said = waiting_messages(cluster, spec.namespace, spec.name, "")
+            reason = pending.explain(said, default=pending.WAITING_FOR_VOLUME)
+            _set(job, state=JobState.PENDING, pending_reason=reason)
+            return None  # the claim's binding (watched by the collector) brings us back
+        vcjob = cluster.apply_one(objects[-1])
         JobEvent.objects.create(
             job=job, kind="submitted", message="Volcano job, workspace volume and secrets created."
         )

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from .labels import MANAGED_BY, PORTAL, TENANT
+from .labels import JOB, MANAGED_BY, PORTAL, TENANT
 from .quantity import to_decimal
 
 GPU = "nvidia.com/gpu"
@@ -120,6 +120,8 @@ def reduce_claim(claim: dict[str, Any]) -> dict[str, Any]:
         "storage_class": spec.get("storageClassName") or "",
         "created": str(meta.get("creationTimestamp") or ""),
         "portal": (meta.get("labels") or {}).get(MANAGED_BY) == PORTAL,
+        "tenant": (meta.get("labels") or {}).get(TENANT, ""),
+        "job": (meta.get("labels") or {}).get(JOB, ""),
     }
 
 

@@ -44,3 +44,31 @@ def waiting_messages(cluster: "Cluster", namespace: str, job_name: str, uid: str
 
 def _phase(obj: dict | None) -> str:
     return ((obj or {}).get("status") or {}).get("phase") or ""
+
+
+def claims_to_bind_first(cluster: "Cluster", namespace: str, names: list[str]) -> list[str]:
+    """The job's claims that must be Bound before its pods exist: Volcano's scheduler does not
+    look again at a pod whose claim was unbound when it first saw it (volcano-sh/volcano#1983),
+    so the portal creates the Volcano job only after its claims of an Immediate-binding class
+    are bound. Claims of a WaitForFirstConsumer class bind once a pod is scheduled: not these."""
+    classes = {c["metadata"]["name"]: c for c in cluster.list("storage.k8s.io/v1", "StorageClass")}
+    default = next(
+        (
+            name
+            for name, c in classes.items()
+            if (c["metadata"].get("annotations") or {}).get(
+                "storageclass.kubernetes.io/is-default-class"
+            )
+            == "true"
+        ),
+        "",
+    )
+    waiting = []
+    for name in names:
+        claim = cluster.get("v1", "PersistentVolumeClaim", name, namespace)
+        if claim is None or _phase(claim) == "Bound":
+            continue
+        klass = classes.get((claim.get("spec") or {}).get("storageClassName") or default) or {}
+        if klass.get("volumeBindingMode") != "WaitForFirstConsumer":
+            waiting.append(name)
+    return waiting

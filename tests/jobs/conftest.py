@@ -5,6 +5,7 @@ import pytest
 from django.core.management import call_command
 
 from jobs import services
+from jobs.choices import JobState
 from jobs.models import JobTemplate
 from jobs.tasks import reconcile_job
 from k8s_adapters.tenant import QUEUE_API
@@ -55,8 +56,7 @@ def launch(team, django_capture_on_commit_callbacks):
             job, warnings = services.launch_job(
                 team["tenant"], team[who], actor=team[who], template_version=version, **kwargs
             )
-        job.refresh_from_db()
-        return job
+        return submitted(job)
 
     return launch
 
@@ -76,6 +76,25 @@ def settle(job, *states, timeout=60):
                 f"not {' or '.join(states)}: {job.pending_reason or job.message}"
             )
         time.sleep(0.3)
+
+
+def submitted(job, timeout=30):
+    """The job, reconciled (as the collector's watch on its claim would) until its Volcano job
+    exists: the portal submits it once the workspace claim is bound. Queued jobs stay queued."""
+    from core.cluster import get_cluster
+    from k8s_adapters.volcano import VCJOB_API
+
+    deadline = time.monotonic() + timeout
+    while True:
+        job.refresh_from_db()
+        if job.state not in (JobState.SUBMITTING, JobState.PENDING) or job.phase:
+            return job
+        if get_cluster().get(VCJOB_API, "Job", job.name, job.tenant.namespace):
+            return job
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{job.name} never submitted: {job.pending_reason}")
+        reconcile_job(job.pk)
+        time.sleep(0.1)
 
 
 def job_pods(cluster, job):

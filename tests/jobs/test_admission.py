@@ -12,7 +12,7 @@ from jobs.models import Job
 from k8s_adapters.quantity import to_decimal
 from k8s_adapters.volcano import VCJOB_API
 from tenants.models import Tenant
-from tests.jobs.conftest import settle
+from tests.jobs.conftest import settle, submitted
 
 FINISHES = "sh -c 'sleep 1; exit 0'"  # a simulated container with this command ends at once
 
@@ -27,12 +27,16 @@ def launch(team, version, who="bob", gpus=8, name=None, command=None):
         overrides=overrides,
         name=name or "",
     )
-    job.refresh_from_db()
-    return job
+    return submitted(job)
+
+
+ADMITTED = (JobState.SUBMITTING, JobState.PENDING, JobState.RUNNING)
 
 
 def states(*jobs):
-    return [Job.objects.get(pk=j.pk).state for j in jobs]
+    """'admitted' for jobs the portal sent to Volcano (pending or already running there)."""
+    found = [Job.objects.get(pk=j.pk).state for j in jobs]
+    return ["admitted" if state in ADMITTED else state for state in found]
 
 
 def cluster_gpus(cluster, namespace):
@@ -58,14 +62,15 @@ def test_jobs_beyond_the_quota_wait_in_order_and_start_as_gpus_free(
             launch(team, single, name=f"j{i}", command=FINISHES if i == 1 else None)
             for i in range(1, 6)
         )
-    assert states(first, second, third, fourth, fifth) == ["pending"] * 3 + ["queued"] * 2
+    assert states(first, second, third, fourth, fifth) == ["admitted"] * 3 + ["queued"] * 2
     assert (queue_position(fourth), queue_position(fifth)) == (1, 2)
     assert cluster.get(VCJOB_API, "Job", "j4", team["tenant"].namespace) is None
 
     with django_capture_on_commit_callbacks(execute=True):
         settle(first, JobState.SUCCEEDED)
-    assert states(first, fourth, fifth) == ["succeeded", "pending", "queued"]
+    assert states(first, fourth, fifth) == ["succeeded", "admitted", "queued"]
     assert queue_position(Job.objects.get(pk=fifth.pk)) == 1
+    submitted(fourth)
     assert cluster.get(VCJOB_API, "Job", "j4", team["tenant"].namespace) is not None
 
 
@@ -80,7 +85,7 @@ def test_a_member_at_their_cap_does_not_block_teammates(
         bob_1 = launch(team, single, "bob")
         bob_2 = launch(team, single, "bob")
         alice_1 = launch(team, single, "alice")
-    assert states(bob_1, bob_2, alice_1) == ["pending", "queued", "pending"]
+    assert states(bob_1, bob_2, alice_1) == ["admitted", "queued", "admitted"]
 
 
 @pytest.mark.django_db
@@ -90,7 +95,7 @@ def test_cancelling_a_queued_job_never_touches_the_cluster(
     with django_capture_on_commit_callbacks(execute=True):
         jobs = [launch(team, templates["single-gpu"], name=f"c{i}") for i in range(4)]
         services.cancel_job(jobs[3], actor=team["bob"])
-    assert states(*jobs) == ["pending"] * 3 + ["cancelled"]
+    assert states(*jobs) == ["admitted"] * 3 + ["cancelled"]
     assert cluster.get(VCJOB_API, "Job", "c3", team["tenant"].namespace) is None
 
 
@@ -124,13 +129,14 @@ def test_parallel_launches_never_put_more_gpus_in_the_cluster_than_the_quota(
     done = holding.order_by("queued_at").first()
     services.cancel_job(done, actor=team["bob"])  # through Volcano's abort, for real
     settle(done, JobState.CANCELLED)
-    assert cluster_gpus(cluster, namespace) == 24  # 20 still held + the next 4 admitted
     head = Job.objects.filter(state=JobState.QUEUED).order_by("queued_at").first()
     admitted = (
         Job.objects.filter(tenant=team["tenant"], submitted_at__isnull=False)
         .exclude(pk__in=[j.pk for j in holding])
         .get()
     )
+    submitted(admitted)
+    assert cluster_gpus(cluster, namespace) == 24  # 20 still held + the next 4 admitted
     assert admitted.queued_at <= head.queued_at
 
 
@@ -160,7 +166,7 @@ def test_jobs_wait_for_storage_quota_instead_of_failing_in_the_cluster(
     with django_capture_on_commit_callbacks(execute=True):
         first = launch_disk("disk-0", command=FINISHES)
         second, third = (launch_disk(f"disk-{i}") for i in range(1, 3))
-    assert states(first, second, third) == ["pending", "pending", "queued"]
+    assert states(first, second, third) == ["admitted", "admitted", "queued"]
     assert Job.objects.get(pk=third.pk).message == ""
     assert Job.objects.filter(state=JobState.ERROR).count() == 0
 
@@ -169,7 +175,7 @@ def test_jobs_wait_for_storage_quota_instead_of_failing_in_the_cluster(
     assert states(third) == ["queued"]  # a finished job's workspace still holds its storage
     with django_capture_on_commit_callbacks(execute=True):
         services.delete_job(Job.objects.get(pk=first.pk), actor=team["bob"])
-    assert states(third) == ["pending"]
+    assert states(third) == ["admitted"]
 
     with pytest.raises(services.ValidationError) as caught:
         services.launch_job(

@@ -12,6 +12,7 @@ from jobs.tasks import reconcile_job
 from k8s_adapters.names import identity_label
 from k8s_adapters.volcano import VCJOB_API
 from tests.helpers import our_writes, wait_for
+from tests.jobs.conftest import submitted
 
 pytestmark = pytest.mark.django_db
 ED25519 = (
@@ -138,6 +139,7 @@ def test_a_relaunch_recreates_the_recorded_spec(
     )
     with django_capture_on_commit_callbacks(execute=True):
         again, _ = services.relaunch_job(job, actor=team["bob"], name="orig-again")
+    submitted(again)
     first = cluster.get(VCJOB_API, "Job", "orig", team["tenant"].namespace)["spec"]
     second = cluster.get(VCJOB_API, "Job", "orig-again", team["tenant"].namespace)["spec"]
     assert first["tasks"][1]["replicas"] == second["tasks"][1]["replicas"] == 1

@@ -252,3 +252,33 @@ def test_a_restart_policy_reruns_the_job_until_its_retries_are_spent(cluster, te
     assert vcjob["status"].get("retryCount", 0) >= 2
     states = [e.message for e in job.events.filter(kind="state")]
     assert states[0].endswith("→ failed")
+
+
+def test_a_job_whose_volume_is_never_provisioned_waits_unsubmitted_and_says_why(
+    cluster, team, launch_spec
+):
+    # A StorageClass whose provisioner does not run: the claim stays Pending. Volcano's
+    # scheduler would never look at the pods again once the claim binds
+    # (volcano-sh/volcano#1983), so the portal submits the Volcano job only after that.
+    klass = f"nowhere-{team['tenant'].slug}"
+    cluster.apply_one(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": klass},
+            "provisioner": "nowhere.example.org",
+            "volumeBindingMode": "Immediate",
+        }
+    )
+    try:
+        spec = ddp(cpu="2", memory="8Gi", gpus=1)
+        spec["tasks"] = spec["tasks"][:1]
+        spec["volumes"] = {"workspace_gib": 1, "storage_class": klass}
+        job = launch_spec(spec, "no-volume")
+        deadline = time.monotonic() + 30
+        while "provisioner" not in job.pending_reason and time.monotonic() < deadline:
+            job = settle(job, JobState.PENDING)
+        assert job.pending_reason.startswith("Waiting for the cluster's storage provisioner")
+        assert cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace) is None
+    finally:
+        cluster.delete("storage.k8s.io/v1", "StorageClass", klass)

@@ -54,7 +54,14 @@ class Command(BaseCommand):
         changed = threading.Event()
         stop = threading.Event()
         informers = [
-            Informer(get_cluster(), api, kind, reduce=reduce, on_change=changed.set)
+            Informer(
+                get_cluster(),
+                api,
+                kind,
+                reduce=reduce,
+                on_change=changed.set,
+                on_update=follow_claim if kind == "PersistentVolumeClaim" else None,
+            )
             for api, kind, reduce in KINDS
         ]
         jobs = Informer(
@@ -117,11 +124,17 @@ class Command(BaseCommand):
 def follow_job(old, new):
     """Volcano changed a job's phase or counts (or it vanished): reconcile that job now."""
     current = new or old
+    reconcile_job(current["tenant"], current["name"])
+
+
+def follow_claim(old, new):
+    """A job's claim was bound: the job waits for that before its Volcano job is created."""
+    if new and new["job"] and new["phase"] == "Bound" and (old or {}).get("phase") != "Bound":
+        reconcile_job(new["tenant"], new["job"])
+
+
+def reconcile_job(tenant, name):
     close_old_connections()  # a long-lived thread: drop a connection the database closed
-    pk = (
-        Job.objects.filter(tenant__slug=current["tenant"], name=current["name"])
-        .values_list("pk", flat=True)
-        .first()
-    )
+    pk = Job.objects.filter(tenant__slug=tenant, name=name).values_list("pk", flat=True).first()
     if pk is not None:
         enqueue("jobs.reconcile_job", pk)
