@@ -1,5 +1,7 @@
 """Time to Running through the portal against the same jobs created directly through the API
-server, on the real Volcano and 100 simulated 8-GPU KWOK nodes, in the same run.
+server, on the real Volcano and 100 simulated 8-GPU KWOK nodes, in the same run; and how fast a
+backlog of short jobs drains through the portal's admission queue and Volcano, against the same
+backlog handed to Volcano directly.
 
 - portal: 200 launch-form POSTs to the portal (granian, two Celery workers, the collector's watch
   on Volcano jobs); a job counts as Running when the portal says so (its `started_at`).
@@ -8,8 +10,14 @@ server, on the real Volcano and 100 simulated 8-GPU KWOK nodes, in the same run.
 
 Each job asks for 4 GPUs on one pod, so all 200 fit at once (2 per node). Target: the portal
 adds at most 10% at p50 and at p99.
+
+Drain: DRAIN_JOBS (default 1,000; BENCH_DRAIN_JOBS) jobs of 8 GPUs that run 2 s, on the full
+100 nodes: 100 run at a time. Through the portal, jobs beyond the tenant's quota (the cluster)
+wait in the portal's queue and are submitted as others finish; directly, Volcano queues them
+all. Reported: total drain time, and per job the wait in the portal's queue and Volcano's.
 """
 
+import os
 import subprocess
 import sys
 import threading
@@ -35,6 +43,7 @@ from tenants.models import AuditEvent, Membership  # noqa: E402
 from tenants.tasks import reconcile_tenant  # noqa: E402
 
 JOBS, NODES, PORT = 200, 100, 8766
+DRAIN_JOBS = int(os.environ.get("BENCH_DRAIN_JOBS", "1000"))
 PRODUCT = "BENCH-GPU-8"
 SPEC = {
     "image": "registry.local/bench:1",
@@ -56,11 +65,12 @@ SPEC = {
 
 
 class Running(threading.Thread):
-    """When each Volcano job of a namespace was first seen Running (wall clock)."""
+    """When each Volcano job of a namespace was first seen Running, and Completed (wall clock)."""
 
     def __init__(self, cluster, namespace):
         super().__init__(daemon=True)
         self.cluster, self.namespace, self.at, self.stop = cluster, namespace, {}, False
+        self.done = {}
 
     def run(self):
         _, version = self.cluster.list_with_version(VCJOB_API, "Job", namespace=self.namespace)
@@ -69,14 +79,20 @@ class Running(threading.Thread):
                 VCJOB_API, "Job", namespace=self.namespace, resource_version=version, timeout=5
             ):
                 version = obj["metadata"].get("resourceVersion", version)
-                if kind in ("ADDED", "MODIFIED") and read_job(obj).phase == "Running":
+                if kind not in ("ADDED", "MODIFIED"):
+                    continue
+                phase = read_job(obj).phase
+                if phase in ("Running", "Completed"):
                     self.at.setdefault(obj["metadata"]["name"], time.time())
+                if phase == "Completed":
+                    self.done.setdefault(obj["metadata"]["name"], time.time())
 
-    def wait_all(self, names, timeout):
+    def wait_all(self, names, timeout, done=False):
+        seen = self.done if done else self.at
         deadline = time.monotonic() + timeout
-        while not set(names) <= self.at.keys():
+        while not set(names) <= seen.keys():
             if time.monotonic() > deadline:
-                missing = sorted(set(names) - self.at.keys())
+                missing = sorted(set(names) - seen.keys())
                 sys.exit(f"{len(missing)} jobs never ran, e.g. {missing[:3]}")
             time.sleep(0.05)
 
@@ -112,9 +128,9 @@ def make_tenant():
         gpu_quota=NODES * 8,
         cpu_quota=2 * JOBS,
         memory_quota_gib=8 * JOBS,
-        max_running_jobs=JOBS,
-        storage_quota_gib=10 * JOBS,
-        pvc_quota=2 * JOBS,
+        max_running_jobs=max(JOBS, NODES),
+        storage_quota_gib=2 * DRAIN_JOBS,  # finished jobs keep their claims until deleted
+        pvc_quota=2 * DRAIN_JOBS,
     )
     reconcile_tenant(tenant.pk)
     Membership.objects.create(tenant=tenant, user=user, role=Role.RESEARCHER)
@@ -170,6 +186,48 @@ def direct_run(tenant, user):
     return [watcher.at[n] - applied[n] for n in applied]
 
 
+SHORT = {**SPEC, "command": ["sh", "-c", "sleep 2; exit 0"]}
+SHORT = {**SHORT, "tasks": [{**SPEC["tasks"][0], "gpus": 8}]}
+
+
+def drain_direct(tenant, user):
+    """The backlog handed to Volcano at once: it queues what does not fit."""
+    cluster = get_cluster()
+    watcher = Running(cluster, tenant.namespace)
+    watcher.start()
+    time.sleep(1)
+    created = {}
+    for i in range(DRAIN_JOBS):
+        name = f"dd-{i:04d}"
+        created[name] = time.time()
+        cluster.apply(build_job(job_services.resolve(tenant, user, name=name, data=SHORT)))
+    watcher.wait_all(created, timeout=3600, done=True)
+    watcher.stop = True
+    waits = [watcher.at[n] - created[n] for n in created]
+    return max(watcher.done.values()) - min(created.values()), waits
+
+
+def drain_portal(tenant, user):
+    """The backlog launched through the portal: beyond the quota it waits in the portal."""
+    launched = {}
+    for i in range(DRAIN_JOBS):
+        name = f"dp-{i:04d}"
+        launched[name] = time.time()
+        job_services.launch_job(tenant, user, actor=user, spec_data=SHORT, name=name)
+    deadline = time.monotonic() + 3600
+    while Job.objects.filter(tenant=tenant, finished_at__isnull=True).exists():
+        if time.monotonic() > deadline:
+            sys.exit("the portal's backlog never drained")
+        time.sleep(0.5)
+    rows = Job.objects.filter(tenant=tenant).values_list(
+        "name", "submitted_at", "started_at", "finished_at"
+    )
+    portal_wait = [r[1].timestamp() - launched[r[0]] for r in rows]
+    volcano_wait = [r[2].timestamp() - r[1].timestamp() for r in rows if r[2]]
+    drained = max(r[3].timestamp() for r in rows) - min(launched.values())
+    return drained, portal_wait, volcano_wait
+
+
 def clear(tenant):
     """Remove every job of the tenant and wait until their pods are gone."""
     cluster = get_cluster()
@@ -187,7 +245,7 @@ def clear(tenant):
 def report(label, seconds):
     ms = sorted(s * 1000 for s in seconds)
     p50, p99 = percentile(ms, 50), percentile(ms, 99)
-    print(f"{label:8s} p50 {p50:7.0f} ms   p99 {p99:7.0f} ms   max {ms[-1]:7.0f} ms")
+    print(f"{label:32s} p50 {p50:7.0f} ms   p99 {p99:7.0f} ms   max {ms[-1]:7.0f} ms")
     return p50, p99
 
 
@@ -208,6 +266,10 @@ def main():
         direct = direct_run(tenant, user)
         clear(tenant)
         portal = portal_run(tenant, version)
+        clear(tenant)
+        direct_drain = drain_direct(tenant, user)
+        clear(tenant)
+        portal_drain = drain_portal(tenant, user)
     finally:
         for proc in (web, collector, *workers):
             proc.terminate()
@@ -226,6 +288,12 @@ def main():
     p50, p99 = report("portal", portal)
     added = f"{100 * (p50 / d50 - 1):+.0f}% at p50 and {100 * (p99 / d99 - 1):+.0f}% at p99"
     print(f"portal adds {added} (target: at most +10%)")
+    print(f"draining {DRAIN_JOBS} jobs of 8 GPUs x 2 s, 100 at a time:")
+    print(f"direct   {direct_drain[0]:6.1f} s ({DRAIN_JOBS / direct_drain[0]:.1f} jobs/s)")
+    print(f"portal   {portal_drain[0]:6.1f} s ({DRAIN_JOBS / portal_drain[0]:.1f} jobs/s)")
+    report("wait in Volcano's queue (direct)", direct_drain[1])
+    report("wait in the portal's queue", portal_drain[1])
+    report("then wait in Volcano's queue", portal_drain[2])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.cluster import get_cluster
-from core.reconcile import enqueue_all, reconciler
+from core.reconcile import Requeue, enqueue_all, reconciler
 from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import PermanentK8sError, plain_words
 from k8s_adapters.labels import portal_labels
@@ -112,7 +112,9 @@ def _ensure(job):
             said = waiting_messages(cluster, spec.namespace, spec.name, "")
             reason = pending.explain(said, default=pending.WAITING_FOR_VOLUME)
             _set(job, state=JobState.PENDING, pending_reason=reason)
-            return None  # the claim's binding (watched by the collector) brings us back
+            _ensure_endpoints(cluster, job)  # its URLs exist from the start
+            # Back when the claim binds (the collector watches claims), or in 2 s at the latest.
+            raise Requeue(2)
         vcjob = cluster.apply_one(objects[-1])
         JobEvent.objects.create(
             job=job, kind="submitted", message="Volcano job, workspace volume and secrets created."

@@ -5,6 +5,7 @@ import pytest
 
 from k8s_adapters.volcano import VCJOB_API
 from tests.conftest import sign_in, worker_process
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -34,7 +35,11 @@ def test_a_researcher_launches_ddp_and_watches_it_run_and_complete(
             "[data-testid=state]:text-matches('Submitting|Pending|Running')", timeout=15_000
         )
 
-        vcjob = cluster.get(VCJOB_API, "Job", "ddp-browser", namespace)
+        vcjob = wait_for(
+            lambda: cluster.get(VCJOB_API, "Job", "ddp-browser", namespace),
+            timeout=30,
+            message="the Volcano job (created once its workspace claim is bound)",
+        )
         spec = vcjob["spec"]
         assert spec["queue"] == team["tenant"].queue_name
         assert [(t["name"], t["replicas"]) for t in spec["tasks"]] == [("master", 1), ("worker", 2)]

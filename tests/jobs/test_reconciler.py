@@ -70,10 +70,17 @@ def test_an_unreachable_cluster_leaves_the_job_running_and_says_it_retries(
     assert outage.sync_message.endswith("(retrying)")
 
     with worker_process(tmp_path / "back.log"):
-        enqueue("jobs.reconcile_job", job.pk)
+
+        def caught_up():
+            enqueue("jobs.reconcile_job", job.pk)  # what the resync and the watches do
+            return Job.objects.filter(
+                pk=job.pk, sync_state=SyncState.IN_SYNC, state=JobState.RUNNING
+            ).first()
+
         back = wait_for(
-            lambda: Job.objects.filter(pk=job.pk, sync_state=SyncState.IN_SYNC).first(),
+            caught_up,
             timeout=60,
+            interval=1,
             message="the next run to converge",
         )
     assert back.state == JobState.RUNNING  # its pod ran on a KWOK node meanwhile: caught up

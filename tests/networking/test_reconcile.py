@@ -14,6 +14,7 @@ from networking.conflicts import find, utilization
 from networking.models import IPReservation
 from networking.tasks import reconcile_pool, release_allocation
 from tests.helpers import wait_for
+from tests.jobs.conftest import submitted
 
 pytestmark = pytest.mark.django_db
 NAD = "NetworkAttachmentDefinition"
@@ -86,6 +87,7 @@ def test_a_job_on_the_pool_carries_the_annotation_and_the_nccl_interface(
         job, _ = job_services.launch_job(
             team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="netjob"
         )
+    submitted(job)
     vcjob = cluster.get(VCJOB_API, "Job", "netjob", team["tenant"].namespace)
     template = vcjob["spec"]["tasks"][0]["template"]
     reserved = IPReservation.objects.get(job=job)
