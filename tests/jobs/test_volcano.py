@@ -6,7 +6,6 @@ names `exit N` ends with that code after the `sleep S` it names; any other comma
 
 import copy
 import time
-import uuid
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -14,11 +13,9 @@ from django.core.exceptions import ValidationError
 from jobs import services
 from jobs.choices import JobState
 from jobs.seed import PYTORCH_DDP
-from jobs.tasks import reconcile_job
 from k8s_adapters.client import Cluster
 from k8s_adapters.tenant import QUEUE_API
 from k8s_adapters.volcano import VCJOB_API
-from tests.helpers import wait_for
 from tests.jobs.conftest import job_pods, settle
 
 A100 = "NVIDIA-A100-SXM4-80GB"
@@ -285,62 +282,3 @@ def test_a_job_whose_volume_is_never_provisioned_waits_unsubmitted_and_says_why(
         assert cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace) is None
     finally:
         cluster.delete("storage.k8s.io/v1", "StorageClass", klass)
-
-
-@pytest.fixture
-def two_tenants(cluster, django_capture_on_commit_callbacks):
-    """Two tenants that may each borrow the whole H100 fleet (64 GPUs) but deserve half."""
-    from tenants import services as tenant_services
-    from tenants.choices import Role
-    from tenants.models import Membership
-    from tests.tenants.conftest import make_user
-
-    admin = make_user("admin-reclaim", staff=True)
-    made = []
-    for prefix in ("lend", "need"):
-        with django_capture_on_commit_callbacks(execute=True):
-            tenant = tenant_services.create_tenant(
-                actor=admin,
-                slug=f"{prefix}-{uuid.uuid4().hex[:6]}",
-                display_name=prefix,
-                gpu_quota=64,
-                queue_deserved_gpus=32,
-                cpu_quota=512,
-                memory_quota_gib=4096,
-                queue_weight=1,
-            )
-        user = make_user(f"{prefix}-user")
-        Membership.objects.create(tenant=tenant, user=user, role=Role.RESEARCHER)
-        made.append((tenant, user))
-    yield made
-    for tenant, _ in made:
-        cluster.delete(QUEUE_API, "Queue", tenant.queue_name)
-        cluster.delete("v1", "Namespace", tenant.namespace)
-
-
-def test_a_tenant_within_its_share_reclaims_gpus_another_tenant_borrowed(
-    cluster, two_tenants, django_capture_on_commit_callbacks
-):
-    (lender, lender_user), (needer, needer_user) = two_tenants
-    h100 = ddp(cpu="4", memory="32Gi", gpu_product="NVIDIA-H100-80GB-HBM3")
-    h100["tasks"] = h100["tasks"][:1]  # one pod of 8 GPUs, runs until stopped
-    h100["policies"] = []
-
-    def launch(tenant, user, name):
-        with django_capture_on_commit_callbacks(execute=True):
-            job, _ = services.launch_job(tenant, user, actor=user, spec_data=h100, name=name)
-        return job
-
-    borrowed = [launch(lender, lender_user, f"borrow-{i}") for i in range(8)]  # all 64 GPUs
-    for job in borrowed:
-        settle(job, JobState.RUNNING, timeout=90)
-    needed = launch(needer, needer_user, "needed")
-    settle(needed, JobState.RUNNING, timeout=90)  # Volcano evicted a borrowed pod for it
-
-    def lender_running():
-        for job in borrowed:
-            reconcile_job(job.pk)
-        pods = cluster.list("v1", "Pod", namespace=lender.namespace)
-        return [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
-
-    wait_for(lambda: len(lender_running()) <= 7, timeout=30, message="a borrowed pod reclaimed")
