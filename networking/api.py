@@ -56,6 +56,16 @@ class ReservationSerializer(serializers.ModelSerializer):
         fields = ["id", "ip", "tenant", "owner", "job", "pinned", "note", "created_at"]
 
 
+class ReleaseAllocationSerializer(serializers.Serializer):
+    address = serializers.IPAddressField(help_text="The address Whereabouts allocated.")
+    podref = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=317,
+        help_text="'<namespace>/<pod>': release only while the address still belongs to it.",
+    )
+
+
 class PoolViewSet(
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -129,3 +139,20 @@ class PoolViewSet(
             get_object_or_404(pool.reservations, pk=reservation_id), actor=request.user
         )
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=ReleaseAllocationSerializer, responses={202: None})
+    @action(detail=True, methods=["post"], url_path="release-allocation")
+    def release_allocation(self, request, name=None):
+        """Remove one of Whereabouts' allocations (a stale one, or one on a reserved address);
+        done by a worker, never undoing an allocation Whereabouts makes meanwhile."""
+        pool = self.get_object()
+        require_platform_admin(request.user)
+        serializer = ReleaseAllocationSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        services.release_allocation(
+            pool,
+            serializer.validated_data["address"],
+            actor=request.user,
+            podref=serializer.validated_data.get("podref") or None,
+        )
+        return Response(status=status.HTTP_202_ACCEPTED)

@@ -205,13 +205,18 @@ def release_for_job(job: Any, *, actor: Any = None) -> None:
 
 
 @transaction.atomic
-def release_allocation(pool: IPPool, address: str, *, actor: Any) -> None:
-    """Ask a worker to remove Whereabouts' allocation of `address` from the pool's IPPool."""
+def release_allocation(
+    pool: IPPool, address: str, *, actor: Any, podref: str | None = None
+) -> None:
+    """Ask a worker to remove Whereabouts' allocation of `address` from the pool's IPPool; with
+    `podref`, only while the address still belongs to that pod (what the admin saw)."""
     try:
         value = ipmath.to_int(address)
     except ValueError as exc:
-        raise ValidationError({"address": f"'{address}' is not an IPv4 address."}) from exc
-    if not int(pool.network.network_address) <= value <= int(pool.network.broadcast_address):
-        raise ValidationError({"address": f"{address} is not in {pool.network}."})
-    record(actor, "ip_pool.release_allocation", pool, before={"address": address})
-    send("networking.release_allocation", pool.pk, address)
+        raise ValidationError({"address": f"'{address}' is not an IP address."}) from exc
+    net = pool.network
+    if not int(net.network_address) <= value <= int(net.broadcast_address):
+        raise ValidationError({"address": f"{address} is not in {net}."})
+    address = ipmath.to_str(value)
+    record(actor, "ip_pool.release_allocation", pool, before={"address": address, "podref": podref})
+    send("networking.release_allocation", pool.pk, address, podref or None)

@@ -104,7 +104,9 @@ def release_whereabouts_allocation(request, name):
     pool = _pool(request, name)
     address = request.POST.get("address", "")
     try:
-        services.release_allocation(pool, address, actor=request.user)
+        services.release_allocation(
+            pool, address, actor=request.user, podref=request.POST.get("podref") or None
+        )
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:
