@@ -46,7 +46,7 @@ class PoolSerializer(serializers.ModelSerializer):
 
 
 class ReservationSerializer(serializers.ModelSerializer):
-    ip = serializers.IPAddressField(protocol="IPv4", required=False, allow_null=True)
+    ip = serializers.IPAddressField(required=False, allow_null=True)
     tenant = SlugRelatedField(slug_field="slug", queryset=Tenant.objects.active())
     owner = SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all())
     job = SlugRelatedField(slug_field="name", read_only=True)

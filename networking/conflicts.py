@@ -49,6 +49,7 @@ def find(pool, reservations, other_pools):
             other.pk != pool.pk
             and other.vlan == pool.vlan
             and other.master == pool.master
+            and other.version == pool.version
             and ipmath.overlaps(pool.interval, other.interval)
         ):
             found.append(

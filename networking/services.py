@@ -34,7 +34,7 @@ def _check_overlap(pool: IPPool) -> None:
     mine = pool.interval
     same_domain = IPPool.objects.filter(vlan=pool.vlan, master=pool.master).exclude(pk=pool.pk)
     for other in same_domain:
-        if ipmath.overlaps(mine, other.interval):
+        if other.version == pool.version and ipmath.overlaps(mine, other.interval):
             raise ValidationError(
                 {
                     "range_start": (
@@ -142,7 +142,12 @@ def reserve_address(
                 }
             )
     else:
-        value = ipmath.to_int(address)
+        try:
+            value = ipmath.to_int(address, pool.version)
+        except ValueError as exc:
+            raise ValidationError(
+                {"address": f"{address} is not an IPv{pool.version} address of {pool.network}."}
+            ) from exc
         start, end = pool.interval
         if not start <= value <= end or ipmath.skip(value, pool.excluded_intervals()) != value:
             raise ValidationError(
@@ -165,7 +170,9 @@ def reserve_address(
         raise ValidationError(
             {
                 "address": [
-                    ValidationError(f"{ipmath.to_str(value)} is already reserved.", code="taken")
+                    ValidationError(
+                        f"{ipmath.to_str(value, pool.version)} is already reserved.", code="taken"
+                    )
                 ]
             }
         ) from exc
@@ -211,12 +218,14 @@ def release_allocation(
     """Ask a worker to remove Whereabouts' allocation of `address` from the pool's IPPool; with
     `podref`, only while the address still belongs to that pod (what the admin saw)."""
     try:
-        value = ipmath.to_int(address)
+        value = ipmath.to_int(address, pool.version)
     except ValueError as exc:
-        raise ValidationError({"address": f"'{address}' is not an IP address."}) from exc
+        raise ValidationError(
+            {"address": f"'{address}' is not an IPv{pool.version} address."}
+        ) from exc
     net = pool.network
     if not int(net.network_address) <= value <= int(net.broadcast_address):
         raise ValidationError({"address": f"{address} is not in {net}."})
-    address = ipmath.to_str(value)
+    address = ipmath.to_str(value, pool.version)
     record(actor, "ip_pool.release_allocation", pool, before={"address": address, "podref": podref})
     send("networking.release_allocation", pool.pk, address, podref or None)

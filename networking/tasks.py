@@ -47,7 +47,7 @@ def pool_spec(pool):
         cidr=str(pool.network),
         range_start=pool.range_start,
         range_end=pool.range_end,
-        exclude=tuple(ipmath.to_cidrs(exclude)),
+        exclude=tuple(ipmath.to_cidrs(exclude, pool.version)),
     )
 
 
