@@ -150,6 +150,16 @@ def hosts(first, last):
     return {str(ipaddress.ip_address(v)) for v in range(start, end + 1)}
 
 
+def reserve(capture, pool, team, admin, addresses):
+    """Reserve addresses for alice, committed (so the pool's NADs exclude them, as after any
+    reservation)."""
+    for address in addresses:
+        with capture(execute=True):
+            services.reserve_address(
+                pool, tenant=team["tenant"], owner=team["alice"], actor=admin, address=address
+            )
+
+
 def observed(pool):
     reconcile_pool(pool.pk)
     pool.refresh_from_db()
@@ -183,6 +193,16 @@ SHAPES = {
         ),
         hosts("10.92.0.2", "10.92.0.22") - hosts("10.92.0.4", "10.92.0.11") - {"10.92.0.20"},
     ),
+    # IPv6, the range touching both ends, with overlapping exclusions (::4-::6 and ::6/127).
+    "IPv6": (
+        (
+            "fd00:91::/124",
+            "fd00:91::1",
+            "fd00:91::e",
+            {"exclusions": ["fd00:91::4-fd00:91::6", "fd00:91::6/127"]},
+        ),
+        hosts("fd00:91::1", "fd00:91::e") - hosts("fd00:91::4", "fd00:91::7"),
+    ),
 }
 
 
@@ -213,13 +233,16 @@ def test_pods_get_exactly_the_free_addresses_of_each_pool_shape_and_the_job_page
 
 
 def test_reserved_and_pinned_addresses_go_only_to_their_pods(
-    cni_runner, cluster, team, admin, pool_on, launch_on
+    cni_runner, cluster, team, admin, pool_on, launch_on, django_capture_on_commit_callbacks
 ):
     pool = pool_on("10.93.0.0/28", "10.93.0.1", "10.93.0.14")
-    for address in ["10.93.0.1", "10.93.0.5", "10.93.0.14"]:
-        services.reserve_address(
-            pool, tenant=team["tenant"], owner=team["alice"], actor=admin, address=address
-        )
+    reserve(
+        django_capture_on_commit_callbacks,
+        pool,
+        team,
+        admin,
+        ["10.93.0.1", "10.93.0.5", "10.93.0.14"],
+    )
     pinned_job = launch_on([{"pool": pool.name, "static_ip": True, "pinned": True}])
     reserved = pinned_job.ip_reservations.get()
     assert reserved.ip == "10.93.0.2"  # the first address nobody reserved
@@ -249,13 +272,16 @@ def test_reserved_and_pinned_addresses_go_only_to_their_pods(
 
 
 def test_two_hundred_pods_at_once_on_a_slash_28_share_exactly_the_free_addresses(
-    cni_runner, cluster, team, admin, pool_on, launch_on
+    cni_runner, cluster, team, admin, pool_on, launch_on, django_capture_on_commit_callbacks
 ):
     pool = pool_on("10.94.0.0/28", "10.94.0.1", "10.94.0.14", gateway="10.94.0.1")
-    for address in ["10.94.0.3", "10.94.0.8", "10.94.0.9"]:
-        services.reserve_address(
-            pool, tenant=team["tenant"], owner=team["alice"], actor=admin, address=address
-        )
+    reserve(
+        django_capture_on_commit_callbacks,
+        pool,
+        team,
+        admin,
+        ["10.94.0.3", "10.94.0.8", "10.94.0.9"],
+    )
     job = launch_on([{"pool": pool.name}], replicas=200)
     start_pods(cluster, job)
     pods = settled(job, 200)
