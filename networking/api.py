@@ -20,6 +20,7 @@ class PoolSerializer(serializers.ModelSerializer):
     )
     usage = serializers.SerializerMethodField()
     conflicts = serializers.SerializerMethodField()
+    warnings = serializers.SerializerMethodField()
 
     class Meta:
         model = IPPool
@@ -28,6 +29,7 @@ class PoolSerializer(serializers.ModelSerializer):
             "tenants",
             "usage",
             "conflicts",
+            "warnings",
             "observed_allocations",
             "observed_at",
             "sync_state",
@@ -37,6 +39,9 @@ class PoolSerializer(serializers.ModelSerializer):
 
     def get_usage(self, pool) -> dict:
         return utilization(pool, pool.reservations.count())
+
+    def get_warnings(self, pool) -> list[str]:
+        return pool.warnings()
 
     def get_conflicts(self, pool) -> list[dict]:
         reservations = [

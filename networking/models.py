@@ -12,6 +12,7 @@ from tenants.models import Tenant
 
 from . import ipmath
 from .choices import CniType, Purpose
+from .constants import WHEREABOUTS_MAX_ADDRESSES
 from .fields import IPIntegerField
 
 
@@ -108,6 +109,19 @@ class IPPool(Reconciled):
     @property
     def interval(self):
         return ipmath.to_int(self.range_start), ipmath.to_int(self.range_end)
+
+    def warnings(self):
+        """What works but will hurt: a range larger than Whereabouts copes with."""
+        start, end = self.interval
+        size = end - start + 1
+        if size <= WHEREABOUTS_MAX_ADDRESSES:
+            return []
+        return [
+            f"This range holds {size} addresses. Whereabouts keeps all allocations of a range "
+            "in one object, which the cluster refuses to store past about 10,000 allocations, "
+            "and each allocation takes over a second from about 4,000 on. Split it into pools "
+            f"of at most {WHEREABOUTS_MAX_ADDRESSES} addresses."
+        ]
 
     @property
     def master_device(self):

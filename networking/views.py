@@ -56,6 +56,8 @@ def pool_edit(request, name=None):
             apply_errors(form, exc)
         else:
             messages.success(request, f"Pool {pool.name} saved; its networks are being set up.")
+            for warning in pool.warnings():
+                messages.warning(request, warning)
             return redirect(pool)
     return render(request, "networking/pool_form.html", {"form": form, "pool": pool})
 
