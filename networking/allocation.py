@@ -18,10 +18,11 @@ def _first_unreserved(pool_id, value):
         return int(cursor.fetchone()[0])  # numeric comes as a Decimal
 
 
-def first_free(pool):
-    """The lowest address of the pool's range that is neither excluded nor reserved, or None."""
+def first_free(pool, in_use=()):
+    """The lowest address of the pool's range that is neither excluded nor reserved nor among
+    `in_use` (addresses as ints, Whereabouts' allocations), or None."""
     start, end = pool.interval
-    excluded = pool.excluded_intervals()
+    excluded = ipmath.merge(pool.excluded_intervals() + [(a, a) for a in in_use])
     value = max(start, pool.free_hint or start)
     while value <= end:
         value = ipmath.skip(value, excluded)

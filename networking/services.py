@@ -14,6 +14,7 @@ from tenants.services import record
 from . import ipmath
 from .allocation import first_free
 from .models import POOL_FIELDS, IPPool, IPReservation
+from .whereabouts import allocated_now
 
 if TYPE_CHECKING:
     from tenants.models import Tenant
@@ -129,8 +130,9 @@ def reserve_address(
     pool = IPPool.objects.select_for_update().get(pk=pool.pk)
     if not pool.tenants.filter(pk=tenant.pk).exists():
         raise ValidationError({"pool": f"Tenant {tenant.slug} may not use pool {pool.name}."})
+    allocated = allocated_now(pool)
     if address is None:
-        value = first_free(pool)
+        value = first_free(pool, in_use=allocated)
         if value is None:
             raise ValidationError(
                 {
@@ -153,8 +155,23 @@ def reserve_address(
             raise ValidationError(
                 {"address": f"{address} is not an allocatable address of pool {pool.name}."}
             )
+        if value in allocated:
+            raise ValidationError(
+                {
+                    "address": [
+                        ValidationError(
+                            f"{address} is in use by pod {allocated[value]} (given by "
+                            "Whereabouts); release that allocation first.",
+                            code="taken",
+                        )
+                    ]
+                }
+            )
     if address is None:
-        IPPool.objects.filter(pk=pool.pk).update(free_hint=value + 1)
+        # Below the new hint everything is excluded or reserved, except Whereabouts'
+        # allocations skipped on the way, which may be released later.
+        skipped = [a for a in allocated if a < value]
+        IPPool.objects.filter(pk=pool.pk).update(free_hint=min([value + 1, *skipped]))
     try:
         with transaction.atomic():
             reservation = IPReservation.objects.create(

@@ -15,7 +15,6 @@ from k8s_adapters.multus import (
     WHEREABOUTS_API,
     PoolSpec,
     allocation_at,
-    allocations,
     build_nad,
     build_static_nad,
     pod_ref,
@@ -26,6 +25,7 @@ from k8s_adapters.multus import (
 
 from . import ipmath
 from .models import IPPool
+from .whereabouts import live_allocations
 
 # Whereabouts may rewrite a busy IPPool many times a second: re-read and retry this often.
 RELEASE_ATTEMPTS = 50
@@ -84,9 +84,7 @@ def _apply(pool):
 def _observe(pool):
     """Whereabouts' allocations for this pool, each marked with whether its pod still exists."""
     cluster = get_cluster()
-    name = whereabouts_pool_name(pool.network_name, str(pool.network))
-    ippool = cluster.get(WHEREABOUTS_API, "IPPool", name, settings.WHEREABOUTS_NAMESPACE)
-    found = allocations(ippool) if ippool else []
+    found = live_allocations(pool)
     namespaces = {a["podref"].split("/", 1)[0] for a in found if "/" in a["podref"]}
     pods = {pod_ref(p) for ns in namespaces for p in cluster.list("v1", "Pod", namespace=ns)}
     return [{**a, "pod_exists": a["podref"] in pods} for a in found]

@@ -375,3 +375,30 @@ def test_the_network_status_annotation_is_what_multus_writes(
         }
     ]
     assert IPPool.objects.get(pk=pool.pk).network_name in whereabouts_name(pool)
+
+
+def test_a_reservation_never_takes_an_address_whereabouts_gave_to_a_pod(
+    cni_runner, cluster, team, admin, pool_on, launch_on
+):
+    pool = pool_on("10.99.0.0/29", "10.99.0.1", "10.99.0.6")
+    crowd = launch_on([{"pool": pool.name}], replicas=3)
+    start_pods(cluster, crowd)
+    pods = settled(crowd, 3)
+    assert sorted(addresses_of(pods)) == ["10.99.0.1", "10.99.0.2", "10.99.0.3"]
+    [holder] = [p.pod for p in pods if addresses_of([p]) == ["10.99.0.2"]]
+
+    dev = launch_on([{"pool": pool.name, "static_ip": True}])
+    assert dev.ip_reservations.get().ip == "10.99.0.4"
+    start_pods(cluster, dev)
+    assert addresses_of(settled(dev, 1)) == ["10.99.0.4"]
+
+    response = api(admin).post(
+        f"/api/v1/ip-pools/{pool.name}/reservations/",
+        {"tenant": team["tenant"].slug, "owner": "bob", "ip": "10.99.0.2"},
+        format="json",
+    )
+    assert response.status_code == 409
+    assert response.json()["detail"] == (
+        f"10.99.0.2 is in use by pod {crowd.tenant.namespace}/{holder} (given by "
+        "Whereabouts); release that allocation first."
+    )
