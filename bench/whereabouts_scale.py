@@ -119,6 +119,7 @@ def probe(cluster, plugin, conf, netns, prefix, allocated):
     try:
         size = fill(cluster, name, cidr, allocated)
     except K8sError as exc:
+        cluster.delete(WHEREABOUTS_API, "IPPool", name, NAMESPACE)
         return f"{hosts} addresses in a /{prefix}: the API server refuses the full IPPool: {exc}"
     adds, dels, last = [], [], None
     try:

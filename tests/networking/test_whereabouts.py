@@ -5,6 +5,7 @@ controller and scheduler would), and the portal reads back what really happened.
 import concurrent.futures
 import ipaddress
 import json
+import subprocess
 import time
 import uuid
 
@@ -20,6 +21,7 @@ from networking.addresses import job_addresses
 from networking.models import IPPool
 from networking.tasks import reconcile_pool, remove_allocation
 from tests.helpers import wait_for
+from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db
 NODE = "gpu-node-1"
@@ -402,3 +404,47 @@ def test_a_reservation_never_takes_an_address_whereabouts_gave_to_a_pod(
         f"10.99.0.2 is in use by pod {crowd.tenant.namespace}/{holder} (given by "
         "Whereabouts); release that allocation first."
     )
+
+
+@pytest.fixture
+def control_loop(cni_runner, cluster):
+    """Whereabouts' own ip-control-loop against the local API server, for the test's node:
+    call the fixture's value to start it; it is stopped after the test."""
+    script = ["bash", str(ROOT / "hack" / "whereabouts.sh")]
+    cluster.apply_one({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
+    try:
+        yield lambda: subprocess.run([*script, "control-loop-start", NODE], check=True)
+    finally:
+        subprocess.run([*script, "control-loop-stop"], check=False)
+        cluster.delete("v1", "Node", NODE)
+
+
+def lose_pods(cluster, job):
+    """Pods whose node vanished with its runtime: deleted, never DEL'd."""
+    start_pods(cluster, job, annotations={SKIP_DEL: "true"})
+    settled(job, job.spec["tasks"][0]["replicas"])
+    cluster.force_delete_pods(job.tenant.namespace)
+    wait_for(lambda: not cluster.list("v1", "Pod", namespace=job.tenant.namespace), timeout=60)
+
+
+def test_whereabouts_own_cleanup_frees_what_vanished_pods_left_and_the_pool_page_shows_it(
+    control_loop, cluster, team, admin, pool_on, launch_on
+):
+    pool = pool_on("10.100.0.0/29", "10.100.0.1", "10.100.0.6")
+    lose_pods(cluster, launch_on([{"pool": pool.name}], replicas=2))
+    assert set(observed(pool)) == {"10.100.0.1", "10.100.0.2"}
+    client = APIClient()
+    client.force_login(admin)
+    conflicts = client.get(f"/api/v1/ip-pools/{pool.name}/").json()["conflicts"]
+    assert sorted((c["kind"], c["address"]) for c in conflicts) == [
+        ("stale-allocation", "10.100.0.1"),
+        ("stale-allocation", "10.100.0.2"),
+    ]
+
+    control_loop()  # its reconciler runs every minute and finds the leftovers
+    wait_for(lambda: not observed(pool), timeout=150, interval=2, message="ip-control-loop")
+    assert client.get(f"/api/v1/ip-pools/{pool.name}/").json()["conflicts"] == []
+
+    # While it runs, its pod controller frees a deleted pod's addresses at once.
+    lose_pods(cluster, launch_on([{"pool": pool.name}], replicas=3))
+    wait_for(lambda: not observed(pool), timeout=30, interval=1, message="the pod controller")
