@@ -51,6 +51,7 @@ bench: setup
 stop:
 	-@bash hack/oidc.sh stop
 	-@bash hack/volcano.sh stop 2>/dev/null
+	-@bash hack/whereabouts.sh control-loop-stop
 	@bash hack/controlplane.sh stop
 	@bash hack/services.sh stop
 
