@@ -5,7 +5,8 @@ first search after the reservations were written behind the portal's back, or af
 edit) and warm (the hint that allocation and release keep).
 
 Then, in the same run, the real Whereabouts' own allocation time on full pools of growing size
-(bench/whereabouts_scale.py): how large a pool Whereabouts copes with."""
+(bench/whereabouts_scale.py): how large a pool Whereabouts copes with. `--portal-only` skips
+that part."""
 
 import random
 import statistics
