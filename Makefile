@@ -44,6 +44,7 @@ bench: setup
 
 stop:
 	-@bash hack/oidc.sh stop
+	-@bash hack/whereabouts.sh control-loop-stop
 	@bash hack/controlplane.sh stop
 	@bash hack/services.sh stop
 

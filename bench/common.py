@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH_REDIS = "redis://127.0.0.1:63790/2"
+# Database 2 of the Redis the local services run (REDIS_PORT as hack/services.sh uses it).
+BENCH_REDIS = f"redis://127.0.0.1:{os.environ.get('REDIS_PORT', '63790')}/2"
 
 
 def setup_django():

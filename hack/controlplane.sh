@@ -94,6 +94,8 @@ cmd_build() {
   fi
   bash "$ROOT/hack/router.sh" build
   bash "$ROOT/hack/volcano.sh" build
+  # The IPAM plugins the test bed's CNI runner calls, of the version whose CRDs are installed.
+  WHEREABOUTS_VERSION=$WHEREABOUTS_VERSION bash "$ROOT/hack/whereabouts.sh" build
   crd_files >/dev/null
   log "build phase took $(($(now) - t0))s"
 }

@@ -44,6 +44,14 @@ $PY -m celery -A portal beat -l info -s .local/celerybeat-schedule >"$LOGS/beat.
 pids+=($!)
 $PY manage.py collect_cluster >"$LOGS/collector.log" 2>&1 &
 pids+=($!)
+# The test bed's container runtime and Multus: pods bound to a node get their secondary
+# addresses from the real Whereabouts (as root only: it makes a network namespace).
+if [[ $(id -u) == 0 ]]; then
+  bash hack/whereabouts.sh build
+  $PY hack/cni/runner.py --kubeconfig "$KUBECONFIG" --cni-path "$(bash hack/whereabouts.sh cni-path)" \
+    --state-dir .local/cni >"$LOGS/cni-runner.log" 2>&1 &
+  pids+=($!)
+fi
 
 cat <<MSG
 

@@ -1,6 +1,9 @@
+from dataclasses import asdict
+
 from rest_framework import serializers
 
 from core.fields import SlugRelatedField
+from networking.addresses import job_addresses
 
 from .admission import queue_position
 from .models import DataVolume, Endpoint, Job, JobEvent, JobTemplate, JobTemplateVersion
@@ -74,11 +77,13 @@ class JobSerializer(serializers.ModelSerializer):
     data_volume = SlugRelatedField(slug_field="name", read_only=True)
     queue_position = serializers.SerializerMethodField()
     endpoints = EndpointSerializer(many=True, read_only=True)
+    network_addresses = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
         fields = [
             "endpoints",
+            "network_addresses",
             "name",
             "tenant",
             "owner",
@@ -108,6 +113,11 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_queue_position(self, job) -> int | None:
         return queue_position(job)
+
+    def get_network_addresses(self, job) -> dict:
+        """Per pod, its secondary interfaces and addresses from Multus, or why it has none."""
+        found = job_addresses(job)
+        return {"pods": [asdict(p) for p in found.pods], "unavailable": found.unavailable}
 
 
 class LaunchSerializer(serializers.Serializer):

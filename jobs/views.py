@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from k8s_adapters.volcano import build_job
+from networking.addresses import job_addresses
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.choices import Role
 from tenants.views import apply_errors
@@ -163,6 +164,7 @@ def job_status(job):
         "free_gpus": free_gpus(job.tenant),
         "free_storage": max(job.tenant.storage_quota_gib - storage, 0),
         "events": job.events.all()[:20],
+        "addresses": job_addresses(job),
     }
 
 

@@ -18,7 +18,7 @@ from typing import Any, Self
 from kubernetes import client, config, dynamic, watch
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from .errors import PermanentK8sError, translate
+from .errors import ConflictK8sError, K8sError, PermanentK8sError, translate
 from .labels import selector as label_selector
 
 
@@ -182,6 +182,33 @@ class Cluster:
             )
         return obj.to_dict()
 
+    def patch_json(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        operations: builtins.list[dict[str, Any]],
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """A JSON patch (RFC 6902). With a `test` of /metadata/resourceVersion it applies only to
+        the version the caller read: a ConflictK8sError otherwise (the API server answers a
+        failed `test` with a bare 422 Invalid, naming neither the operation nor the path)."""
+        resource = self.resource(api_version, kind)
+        try:
+            with translating():
+                obj = resource.patch(
+                    body=operations,
+                    name=name,
+                    namespace=self._namespace(resource, namespace),
+                    content_type="application/json-patch+json",
+                )
+        except K8sError as exc:
+            tests = any(op.get("op") == "test" for op in operations)
+            if exc.status == 409 or (exc.status == 422 and tests):
+                raise ConflictK8sError(exc.message, status=409, reason="Conflict") from exc
+            raise
+        return obj.to_dict()
+
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
         """Delete one object in the background; False when it was already gone."""
         resource = self.resource(api_version, kind)
@@ -195,6 +222,26 @@ class Cluster:
         except Exception as exc:
             if getattr(exc, "status", None) == 404 or isinstance(exc.__cause__, NotFoundError):
                 return False
+            raise
+        return True
+
+    def delete_version(
+        self, api_version: str, kind: str, name: str, namespace: str | None, resource_version: str
+    ) -> bool:
+        """Delete one object only if it is still at `resource_version` (ConflictK8sError if it
+        changed); False when it was already gone."""
+        resource = self.resource(api_version, kind)
+        options = {"preconditions": {"resourceVersion": resource_version}}
+        try:
+            with translating():
+                resource.delete(
+                    name=name, namespace=self._namespace(resource, namespace), body=options
+                )
+        except K8sError as exc:
+            if exc.status == 404:
+                return False
+            if exc.status == 409:
+                raise ConflictK8sError(exc.message, status=409, reason="Conflict") from exc
             raise
         return True
 

@@ -29,6 +29,11 @@ class TransientK8sError(K8sError):
     """Worth retrying with backoff: the server was unreachable, overloaded or raced."""
 
 
+class ConflictK8sError(TransientK8sError):
+    """The object changed since it was read (a failed resourceVersion precondition): read it
+    again, decide again, write again."""
+
+
 class PermanentK8sError(K8sError):
     """A retry cannot help: record the message on the object and stop."""
 

@@ -3,6 +3,7 @@ Whereabouts' IPPool objects."""
 
 import ipaddress
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -81,10 +82,10 @@ def allocations(ippool: dict) -> list[dict]:
     """[{address, podref, ifname}] from a Whereabouts IPPool object (offsets from the range's
     base address)."""
     spec = ippool.get("spec") or {}
-    base = int(ipaddress.ip_network(spec["range"], strict=False).network_address)
+    base = ipaddress.ip_network(spec["range"], strict=False).network_address
     return [
         {
-            "address": str(ipaddress.IPv4Address(base + int(offset))),
+            "address": str(base + int(offset)),
             "podref": entry.get("podref", ""),
             "ifname": entry.get("ifname", ""),
         }
@@ -103,3 +104,117 @@ def pod_ref(pod: dict) -> str:
     """A pod as Whereabouts' allocations name it: "<namespace>/<name>"."""
     meta = pod["metadata"]
     return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+# -- what Multus reports on a pod --------------------------------------------------------------
+
+NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
+# The kubelet's Event reason when a pod's sandbox, its networks included, cannot be set up.
+SANDBOX_FAILED = "FailedCreatePodSandBox"
+_FAILED_NETWORK = re.compile(r'error adding container to network "([^"]+)"')
+
+
+@dataclass(frozen=True)
+class InterfaceAddresses:
+    network: str  # "<namespace>/<NetworkAttachmentDefinition>"
+    interface: str
+    ips: tuple[str, ...]
+    mac: str = ""
+
+
+@dataclass(frozen=True)
+class PodNetworks:
+    """A pod's secondary interfaces; while it has none, why setting them up failed."""
+
+    pod: str
+    node: str
+    interfaces: tuple[InterfaceAddresses, ...]
+    failure: str = ""  # the last sandbox failure's message
+    failed_network: str = ""  # the NetworkAttachmentDefinition that message names
+
+
+def network_status(pod: dict) -> tuple[InterfaceAddresses, ...]:
+    """The secondary interfaces Multus wrote on the pod (the cluster's default network left
+    out); none while Multus has not written any, or wrote something unreadable."""
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(NETWORK_STATUS_ANNOTATION)
+    try:
+        entries = json.loads(text) if text else []
+    except ValueError:
+        return ()
+    if not isinstance(entries, list):
+        return ()
+    return tuple(
+        InterfaceAddresses(
+            network=str(entry.get("name", "")),
+            interface=str(entry.get("interface", "")),
+            ips=tuple(str(ip) for ip in entry.get("ips") or []),
+            mac=str(entry.get("mac", "")),
+        )
+        for entry in entries
+        if isinstance(entry, dict) and not entry.get("default")
+    )
+
+
+def _last_failures(events: Iterable[dict]) -> dict[str, str]:
+    """pod uid -> message of its latest sandbox failure Event."""
+    latest: dict[str, tuple[str, str]] = {}
+    for event in events:
+        if event.get("reason") != SANDBOX_FAILED:
+            continue
+        uid = (event.get("involvedObject") or {}).get("uid", "")
+        when = str(event.get("lastTimestamp") or event.get("eventTime") or "")
+        if uid and (uid not in latest or when >= latest[uid][0]):
+            latest[uid] = (when, str(event.get("message", "")))
+    return {uid: message for uid, (_, message) in latest.items()}
+
+
+def pod_networks(pods: Iterable[dict], events: Iterable[dict]) -> list[PodNetworks]:
+    """Per pod (by name): its interfaces from network-status, or its last sandbox failure."""
+    failures = _last_failures(events)
+    found = []
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        meta = pod["metadata"]
+        interfaces = network_status(pod)
+        failure = "" if interfaces else failures.get(meta.get("uid", ""), "")
+        match = _FAILED_NETWORK.search(failure)
+        found.append(
+            PodNetworks(
+                pod=meta["name"],
+                node=(pod.get("spec") or {}).get("nodeName") or "",
+                interfaces=interfaces,
+                failure=failure,
+                failed_network=match.group(1) if match else "",
+            )
+        )
+    return found
+
+
+def allocation_at(ippool: dict, address: str) -> dict | None:
+    """The allocation {id, podref, ifname} of `address` in a Whereabouts IPPool, or None."""
+    spec = ippool.get("spec") or {}
+    base = int(ipaddress.ip_network(spec["range"], strict=False).network_address)
+    offset = str(int(ipaddress.ip_address(address)) - base)
+    return (spec.get("allocations") or {}).get(offset)
+
+
+def release_operations(ippool: dict, address: str) -> list[dict]:
+    """A JSON patch removing the allocation of `address` (present in the IPPool) that applies
+    only to the version read and only while the allocation is unchanged, so it never undoes an
+    allocation Whereabouts made meanwhile (Whereabouts writes its IPPools the same way)."""
+    spec = ippool["spec"]
+    base = int(ipaddress.ip_network(spec["range"], strict=False).network_address)
+    path = f"/spec/allocations/{int(ipaddress.ip_address(address)) - base}"
+    version = ippool["metadata"]["resourceVersion"]
+    return [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+        {"op": "test", "path": path, "value": allocation_at(ippool, address)},
+        {"op": "remove", "path": path},
+    ]
+
+
+def whereabouts_reservation_name(network_name: str, address: str) -> str:
+    """The name of Whereabouts' cluster-wide OverlappingRangeIPReservation of an address: the
+    address (':' becomes '-'), prefixed by the network name."""
+    text = str(ipaddress.ip_address(address))
+    text = text + "0" if text.endswith(":") else text
+    return f"{network_name}-{text.replace(':', '-')}"

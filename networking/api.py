@@ -20,6 +20,7 @@ class PoolSerializer(serializers.ModelSerializer):
     )
     usage = serializers.SerializerMethodField()
     conflicts = serializers.SerializerMethodField()
+    warnings = serializers.SerializerMethodField()
 
     class Meta:
         model = IPPool
@@ -28,6 +29,7 @@ class PoolSerializer(serializers.ModelSerializer):
             "tenants",
             "usage",
             "conflicts",
+            "warnings",
             "observed_allocations",
             "observed_at",
             "sync_state",
@@ -38,6 +40,9 @@ class PoolSerializer(serializers.ModelSerializer):
     def get_usage(self, pool) -> dict:
         return utilization(pool, pool.reservations.count())
 
+    def get_warnings(self, pool) -> list[str]:
+        return pool.warnings()
+
     def get_conflicts(self, pool) -> list[dict]:
         reservations = [
             (r.address, r.owner.username) for r in pool.reservations.select_related("owner")
@@ -46,7 +51,7 @@ class PoolSerializer(serializers.ModelSerializer):
 
 
 class ReservationSerializer(serializers.ModelSerializer):
-    ip = serializers.IPAddressField(protocol="IPv4", required=False, allow_null=True)
+    ip = serializers.IPAddressField(required=False, allow_null=True)
     tenant = SlugRelatedField(slug_field="slug", queryset=Tenant.objects.active())
     owner = SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all())
     job = SlugRelatedField(slug_field="name", read_only=True)
@@ -54,6 +59,16 @@ class ReservationSerializer(serializers.ModelSerializer):
     class Meta:
         model = IPReservation
         fields = ["id", "ip", "tenant", "owner", "job", "pinned", "note", "created_at"]
+
+
+class ReleaseAllocationSerializer(serializers.Serializer):
+    address = serializers.IPAddressField(help_text="The address Whereabouts allocated.")
+    podref = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=317,
+        help_text="'<namespace>/<pod>': release only while the address still belongs to it.",
+    )
 
 
 class PoolViewSet(
@@ -129,3 +144,20 @@ class PoolViewSet(
             get_object_or_404(pool.reservations, pk=reservation_id), actor=request.user
         )
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=ReleaseAllocationSerializer, responses={202: None})
+    @action(detail=True, methods=["post"], url_path="release-allocation")
+    def release_allocation(self, request, name=None):
+        """Remove one of Whereabouts' allocations (a stale one, or one on a reserved address);
+        done by a worker, never undoing an allocation Whereabouts makes meanwhile."""
+        pool = self.get_object()
+        require_platform_admin(request.user)
+        serializer = ReleaseAllocationSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        services.release_allocation(
+            pool,
+            serializer.validated_data["address"],
+            actor=request.user,
+            podref=serializer.validated_data.get("podref") or None,
+        )
+        return Response(status=status.HTTP_202_ACCEPTED)

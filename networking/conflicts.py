@@ -12,6 +12,7 @@ class Conflict:
     address: str
     detail: str
     fix: str
+    podref: str = ""  # the pod an allocation belongs to: a release applies only while it does
 
 
 def find(pool, reservations, other_pools):
@@ -30,6 +31,7 @@ def find(pool, reservations, other_pools):
                     f"{allocation['podref']}",
                     "Release the Whereabouts allocation (the pod gets a new address when "
                     "restarted) or release the reservation.",
+                    allocation["podref"],
                 )
             )
         if not allocation.get("pod_exists", True):
@@ -39,6 +41,7 @@ def find(pool, reservations, other_pools):
                     allocation["address"],
                     f"allocated to {allocation['podref']}, which no longer exists",
                     "Release the allocation so the address can be handed out again.",
+                    allocation["podref"],
                 )
             )
     for other in other_pools:
@@ -46,6 +49,7 @@ def find(pool, reservations, other_pools):
             other.pk != pool.pk
             and other.vlan == pool.vlan
             and other.master == pool.master
+            and other.version == pool.version
             and ipmath.overlaps(pool.interval, other.interval)
         ):
             found.append(

@@ -9,7 +9,7 @@ class PoolForm(forms.ModelForm):
     exclusions = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="One per line: 10.0.0.5, 10.0.0.10-10.0.0.20 or 10.0.0.16/28.",
+        help_text="One per line: 10.0.0.5, 10.0.0.10-10.0.0.20 or 10.0.0.16/28 (or IPv6).",
     )
     tenants = forms.ModelMultipleChoiceField(
         queryset=Tenant.objects.active(), required=False, widget=forms.CheckboxSelectMultiple
@@ -38,7 +38,7 @@ class ReserveForm(forms.Form):
     tenant = forms.ModelChoiceField(queryset=Tenant.objects.none())
     username = forms.CharField(max_length=150)
     address = forms.GenericIPAddressField(
-        protocol="IPv4", required=False, help_text="Empty: the first free address."
+        required=False, help_text="Empty: the first free address."
     )
     pinned = forms.BooleanField(required=False, initial=True)
     note = forms.CharField(required=False, max_length=200)

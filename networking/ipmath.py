@@ -1,6 +1,7 @@
 """Address math over integer intervals: never one Python object per host (NetBox's lesson).
 
-IPv4 addresses are ints; an interval is an inclusive (first, last) pair."""
+Addresses are ints (IPv4 or IPv6: a pool has one family, `version` says which when an int is
+turned back into text); an interval is an inclusive (first, last) pair."""
 
 import ipaddress
 import re
@@ -8,12 +9,19 @@ import re
 LINUX_IFNAME = re.compile(r"^[^/\s:]{1,15}$")
 
 
-def to_int(address):
-    return int(ipaddress.IPv4Address(address))
+FAMILIES = {4: ipaddress.IPv4Address, 6: ipaddress.IPv6Address}
 
 
-def to_str(value):
-    return str(ipaddress.IPv4Address(value))
+def to_int(address, version=None):
+    """An address as an int; with `version`, a ValueError for the other family."""
+    parsed = ipaddress.ip_address(address.strip() if isinstance(address, str) else address)
+    if version is not None and parsed.version != version:
+        raise ValueError(f"{address} is not an IPv{version} address")
+    return int(parsed)
+
+
+def to_str(value, version=4):
+    return str(FAMILIES[version](value))
 
 
 def merge(intervals):
@@ -50,34 +58,37 @@ def overlaps(a, b):
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def to_cidrs(intervals):
+def to_cidrs(intervals, version=4):
     """The smallest list of CIDRs covering the intervals (Whereabouts' `exclude` format)."""
+    family = FAMILIES[version]
     cidrs = []
     for first, last in merge(intervals):
         cidrs += [
-            str(net)
-            for net in ipaddress.summarize_address_range(
-                ipaddress.IPv4Address(first), ipaddress.IPv4Address(last)
-            )
+            str(net) for net in ipaddress.summarize_address_range(family(first), family(last))
         ]
     return cidrs
 
 
-def parse_exclusion(text):
-    """'10.0.0.5', '10.0.0.10-10.0.0.20' or '10.0.0.0/28' as an interval; ValueError if not."""
+def parse_exclusion(text, version=4):
+    """'10.0.0.5', '10.0.0.10-10.0.0.20' or '10.0.0.0/28' (or the same in IPv6) as an
+    interval; ValueError if not, or if not of the `version` family."""
     text = text.strip()
     if "/" in text:
-        net = ipaddress.IPv4Network(text, strict=False)
+        net = ipaddress.ip_network(text, strict=False)
+        if net.version != version:
+            raise ValueError(f"{text} is not an IPv{version} network")
         return int(net.network_address), int(net.broadcast_address)
     if "-" in text:
-        first, last = (to_int(part.strip()) for part in text.split("-", 1))
+        first, last = (to_int(part, version) for part in text.split("-", 1))
         if last < first:
             raise ValueError(f"'{text}' ends before it starts")
         return first, last
-    value = to_int(text)
+    value = to_int(text, version)
     return value, value
 
 
-def format_interval(interval):
+def format_interval(interval, version=4):
     first, last = interval
-    return to_str(first) if first == last else f"{to_str(first)}-{to_str(last)}"
+    if first == last:
+        return to_str(first, version)
+    return f"{to_str(first, version)}-{to_str(last, version)}"

@@ -12,6 +12,8 @@ from tenants.models import Tenant
 
 from . import ipmath
 from .choices import CniType, Purpose
+from .constants import WHEREABOUTS_MAX_ADDRESSES
+from .fields import IPIntegerField
 
 
 def validate_ifname(value):
@@ -49,12 +51,12 @@ class IPPool(Reconciled):
 
     name = models.CharField(max_length=40, unique=True, validators=[validate_dns1123_label])
     purpose = models.CharField(max_length=16, choices=Purpose, default=Purpose.COMPUTE)
-    cidr = models.CharField("CIDR", max_length=18, help_text="For example 10.20.0.0/16.")
-    range_start = models.GenericIPAddressField(protocol="IPv4")
-    range_end = models.GenericIPAddressField(protocol="IPv4")
-    gateway = models.GenericIPAddressField(
-        protocol="IPv4", null=True, blank=True, help_text="Never handed out."
+    cidr = models.CharField(
+        "CIDR", max_length=43, help_text="For example 10.20.0.0/16 or fd00:20::/64."
     )
+    range_start = models.GenericIPAddressField()
+    range_end = models.GenericIPAddressField()
+    gateway = models.GenericIPAddressField(null=True, blank=True, help_text="Never handed out.")
     exclusions = models.JSONField(
         default=list,
         blank=True,
@@ -74,7 +76,7 @@ class IPPool(Reconciled):
 
     # Every address of the range below this one is excluded or reserved: the search for the
     # next free address starts here. Raised by allocation, lowered by release, reset on edits.
-    free_hint = models.BigIntegerField(null=True, blank=True, editable=False)
+    free_hint = IPIntegerField(null=True, blank=True, editable=False)
     observed_allocations = models.JSONField(
         default=list,
         blank=True,
@@ -98,11 +100,28 @@ class IPPool(Reconciled):
 
     @property
     def network(self):
-        return ipaddress.IPv4Network(self.cidr, strict=False)
+        return ipaddress.ip_network(self.cidr, strict=False)
+
+    @property
+    def version(self):
+        return self.network.version
 
     @property
     def interval(self):
         return ipmath.to_int(self.range_start), ipmath.to_int(self.range_end)
+
+    def warnings(self):
+        """What works but will hurt: a range larger than Whereabouts copes with."""
+        start, end = self.interval
+        size = end - start + 1
+        if size <= WHEREABOUTS_MAX_ADDRESSES:
+            return []
+        return [
+            f"This range holds {size} addresses. Whereabouts keeps all allocations of a range "
+            "in one object, which the cluster refuses to store past about 10,000 allocations, "
+            "and each allocation takes over a second from about 4,000 on. Split it into pools "
+            f"of at most {WHEREABOUTS_MAX_ADDRESSES} addresses."
+        ]
 
     @property
     def master_device(self):
@@ -126,51 +145,24 @@ class IPPool(Reconciled):
     def excluded_intervals(self):
         """Exclusions, the gateway and the network and broadcast addresses, merged."""
         net = self.network
-        intervals = [ipmath.parse_exclusion(text) for text in self.exclusions]
+        intervals = [ipmath.parse_exclusion(text, net.version) for text in self.exclusions]
         intervals += [(int(net.network_address),) * 2, (int(net.broadcast_address),) * 2]
         if self.gateway:
             intervals.append((ipmath.to_int(self.gateway),) * 2)
         return ipmath.merge(intervals)
 
     def clean(self):
+        net = self._clean_network()
         errors = {}
-        try:
-            net = ipaddress.IPv4Network(self.cidr, strict=True)
-        except ValueError as exc:
-            raise ValidationError(
-                {
-                    "cidr": f"'{self.cidr}' is not an IPv4 network in CIDR form "
-                    f"with its host bits zero ({exc})."
-                }
-            ) from exc
-        if net.prefixlen > 30:
-            errors["cidr"] = "Use a /30 or larger network: smaller ones have no room for hosts."
-        first, last = int(net.network_address), int(net.broadcast_address)
-        try:
-            start, end = self.interval
-        except ValueError:
-            raise ValidationError({"range_start": "Give IPv4 addresses."}) from None
-        if not first < start <= end < last:
-            errors["range_end" if first < start else "range_start"] = (
-                f"The range {self.range_start}-{self.range_end} must lie inside {net} and "
-                f"avoid its network ({net.network_address}) and broadcast "
-                f"({net.broadcast_address}) addresses."
+        smallest = 30 if net.version == 4 else 126
+        if net.prefixlen > smallest:
+            errors["cidr"] = (
+                f"Use a /{smallest} or larger network: smaller ones have no room for hosts."
             )
-        if self.gateway and not first < ipmath.to_int(self.gateway) < last:
-            errors["gateway"] = f"The gateway must be a host address of {net}."
-        problems = []
-        for text in self.exclusions:
-            try:
-                a, b = ipmath.parse_exclusion(text)
-            except ValueError as exc:
-                problems.append(f"'{text}' is not an address, a-b range or CIDR ({exc}).")
-                continue
-            if not (start <= a and b <= end):
-                problems.append(
-                    f"'{text}' lies outside the range {self.range_start}-{self.range_end}."
-                )
-        if problems:
-            errors["exclusions"] = problems
+        family = self._family_errors(net)
+        if family:
+            raise ValidationError({**errors, **family})
+        errors.update(self._range_errors(net))
         if len(self.master_device) > 15:
             errors["vlan"] = (
                 f"The VLAN interface name '{self.master_device}' is longer than "
@@ -179,13 +171,73 @@ class IPPool(Reconciled):
         if errors:
             raise ValidationError(errors)
 
+    def _clean_network(self):
+        try:
+            return ipaddress.ip_network(self.cidr.strip(), strict=True)
+        except ValueError as exc:
+            raise ValidationError(
+                {
+                    "cidr": f"'{self.cidr}' is not an IPv4 or IPv6 network in CIDR form "
+                    f"with its host bits zero ({exc})."
+                }
+            ) from exc
+
+    def _family_errors(self, net):
+        """A pool is one address family: Whereabouts hands out one address per range, and a
+        dual-stack interface needs two ranges. For dual stack, attach two pools to the job."""
+        errors = {}
+        for name in ("range_start", "range_end", "gateway"):
+            value = getattr(self, name)
+            try:
+                version = ipaddress.ip_address(value).version if value else net.version
+            except ValueError:
+                errors[name] = f"'{value}' is not an IP address."
+                continue
+            if version != net.version:
+                errors[name] = (
+                    f"{value} is not an IPv{net.version} address like the network {net}. "
+                    "A pool holds one address family; for dual stack, create a pool of the "
+                    "other family and attach both to the job."
+                )
+        return errors
+
+    def _range_errors(self, net):
+        errors = {}
+        first, last = int(net.network_address), int(net.broadcast_address)
+        start, end = self.interval
+        if not first < start <= end < last:
+            edge = "broadcast" if net.version == 4 else "last"
+            errors["range_end" if first < start else "range_start"] = (
+                f"The range {self.range_start}-{self.range_end} must lie inside {net} and "
+                f"avoid its network ({net.network_address}) and {edge} "
+                f"({net.broadcast_address}) addresses."
+            )
+        if self.gateway and not first < ipmath.to_int(self.gateway) < last:
+            errors["gateway"] = f"The gateway must be a host address of {net}."
+        problems = []
+        for text in self.exclusions:
+            try:
+                a, b = ipmath.parse_exclusion(text, net.version)
+            except ValueError as exc:
+                problems.append(
+                    f"'{text}' is not an IPv{net.version} address, a-b range or CIDR ({exc})."
+                )
+                continue
+            if not (start <= a and b <= end):
+                problems.append(
+                    f"'{text}' lies outside the range {self.range_start}-{self.range_end}."
+                )
+        if problems:
+            errors["exclusions"] = problems
+        return errors
+
 
 class IPReservation(models.Model):
     """A fixed address for one pod (an SSH dev box that keeps its address), excluded from what
     Whereabouts hands out to everyone else."""
 
     pool = models.ForeignKey(IPPool, on_delete=models.PROTECT, related_name="reservations")
-    address = models.BigIntegerField(help_text="IPv4 as an integer, for interval queries.")
+    address = IPIntegerField(help_text="The address as an integer, for interval queries.")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="ip_reservations")
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ip_reservations"
@@ -208,4 +260,22 @@ class IPReservation(models.Model):
 
     @property
     def ip(self):
-        return ipmath.to_str(self.address)
+        return ipmath.to_str(self.address, self.pool.version)
+
+
+class ReservationBlock(models.Model):
+    """How many addresses of one aligned block of BLOCK_SIZE are reserved in a pool, kept by a
+    database trigger on every insert and delete of a reservation (also writes that bypass the
+    portal), so the search for a free address skips full blocks without reading their rows."""
+
+    pool = models.ForeignKey(IPPool, on_delete=models.CASCADE, related_name="+")
+    block = IPIntegerField(help_text="The block's first address divided by BLOCK_SIZE.")
+    taken = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "block"], name="one_count_per_block")
+        ]
+
+    def __str__(self):
+        return f"block {self.block} of pool {self.pool_id}: {self.taken} reserved"

@@ -14,6 +14,7 @@ from tenants.services import record
 from . import ipmath
 from .allocation import first_free
 from .models import POOL_FIELDS, IPPool, IPReservation
+from .whereabouts import allocated_now
 
 if TYPE_CHECKING:
     from tenants.models import Tenant
@@ -34,7 +35,7 @@ def _check_overlap(pool: IPPool) -> None:
     mine = pool.interval
     same_domain = IPPool.objects.filter(vlan=pool.vlan, master=pool.master).exclude(pk=pool.pk)
     for other in same_domain:
-        if ipmath.overlaps(mine, other.interval):
+        if other.version == pool.version and ipmath.overlaps(mine, other.interval):
             raise ValidationError(
                 {
                     "range_start": (
@@ -129,8 +130,9 @@ def reserve_address(
     pool = IPPool.objects.select_for_update().get(pk=pool.pk)
     if not pool.tenants.filter(pk=tenant.pk).exists():
         raise ValidationError({"pool": f"Tenant {tenant.slug} may not use pool {pool.name}."})
+    allocated = allocated_now(pool)
     if address is None:
-        value = first_free(pool)
+        value = first_free(pool, in_use=allocated)
         if value is None:
             raise ValidationError(
                 {
@@ -142,14 +144,34 @@ def reserve_address(
                 }
             )
     else:
-        value = ipmath.to_int(address)
+        try:
+            value = ipmath.to_int(address, pool.version)
+        except ValueError as exc:
+            raise ValidationError(
+                {"address": f"{address} is not an IPv{pool.version} address of {pool.network}."}
+            ) from exc
         start, end = pool.interval
         if not start <= value <= end or ipmath.skip(value, pool.excluded_intervals()) != value:
             raise ValidationError(
                 {"address": f"{address} is not an allocatable address of pool {pool.name}."}
             )
+        if value in allocated:
+            raise ValidationError(
+                {
+                    "address": [
+                        ValidationError(
+                            f"{address} is in use by pod {allocated[value]} (given by "
+                            "Whereabouts); release that allocation first.",
+                            code="taken",
+                        )
+                    ]
+                }
+            )
     if address is None:
-        IPPool.objects.filter(pk=pool.pk).update(free_hint=value + 1)
+        # Below the new hint everything is excluded or reserved, except Whereabouts'
+        # allocations skipped on the way, which may be released later.
+        skipped = [a for a in allocated if a < value]
+        IPPool.objects.filter(pk=pool.pk).update(free_hint=min([value + 1, *skipped]))
     try:
         with transaction.atomic():
             reservation = IPReservation.objects.create(
@@ -165,7 +187,9 @@ def reserve_address(
         raise ValidationError(
             {
                 "address": [
-                    ValidationError(f"{ipmath.to_str(value)} is already reserved.", code="taken")
+                    ValidationError(
+                        f"{ipmath.to_str(value, pool.version)} is already reserved.", code="taken"
+                    )
                 ]
             }
         ) from exc
@@ -205,13 +229,20 @@ def release_for_job(job: Any, *, actor: Any = None) -> None:
 
 
 @transaction.atomic
-def release_allocation(pool: IPPool, address: str, *, actor: Any) -> None:
-    """Ask a worker to remove Whereabouts' allocation of `address` from the pool's IPPool."""
+def release_allocation(
+    pool: IPPool, address: str, *, actor: Any, podref: str | None = None
+) -> None:
+    """Ask a worker to remove Whereabouts' allocation of `address` from the pool's IPPool; with
+    `podref`, only while the address still belongs to that pod (what the admin saw)."""
     try:
-        value = ipmath.to_int(address)
+        value = ipmath.to_int(address, pool.version)
     except ValueError as exc:
-        raise ValidationError({"address": f"'{address}' is not an IPv4 address."}) from exc
-    if not int(pool.network.network_address) <= value <= int(pool.network.broadcast_address):
-        raise ValidationError({"address": f"{address} is not in {pool.network}."})
-    record(actor, "ip_pool.release_allocation", pool, before={"address": address})
-    send("networking.release_allocation", pool.pk, address)
+        raise ValidationError(
+            {"address": f"'{address}' is not an IPv{pool.version} address."}
+        ) from exc
+    net = pool.network
+    if not int(net.network_address) <= value <= int(net.broadcast_address):
+        raise ValidationError({"address": f"{address} is not in {net}."})
+    address = ipmath.to_str(value, pool.version)
+    record(actor, "ip_pool.release_allocation", pool, before={"address": address, "podref": podref})
+    send("networking.release_allocation", pool.pk, address, podref or None)

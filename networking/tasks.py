@@ -1,8 +1,6 @@
 """Reconcile IP pools into NetworkAttachmentDefinitions in each allowed tenant's namespace, and
 read Whereabouts' allocations back."""
 
-import ipaddress
-
 from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
@@ -10,20 +8,28 @@ from django.utils import timezone
 from core.cluster import get_cluster
 from core.reconcile import RETRY, enqueue_all, reconciler
 from k8s_adapters.client import ObjectRef
+from k8s_adapters.errors import ConflictK8sError, TransientK8sError
 from k8s_adapters.labels import portal_labels
 from k8s_adapters.multus import (
     NAD_API,
     WHEREABOUTS_API,
     PoolSpec,
-    allocations,
+    allocation_at,
     build_nad,
     build_static_nad,
     pod_ref,
+    release_operations,
     whereabouts_pool_name,
+    whereabouts_reservation_name,
 )
 
 from . import ipmath
 from .models import IPPool
+from .whereabouts import live_allocations
+
+# Whereabouts may rewrite a busy IPPool many times a second: re-read and retry this often.
+RELEASE_ATTEMPTS = 50
+ORIP = "OverlappingRangeIPReservation"
 
 
 def pool_spec(pool):
@@ -41,7 +47,7 @@ def pool_spec(pool):
         cidr=str(pool.network),
         range_start=pool.range_start,
         range_end=pool.range_end,
-        exclude=tuple(ipmath.to_cidrs(exclude)),
+        exclude=tuple(ipmath.to_cidrs(exclude, pool.version)),
     )
 
 
@@ -78,28 +84,60 @@ def _apply(pool):
 def _observe(pool):
     """Whereabouts' allocations for this pool, each marked with whether its pod still exists."""
     cluster = get_cluster()
-    name = whereabouts_pool_name(pool.network_name, str(pool.network))
-    ippool = cluster.get(WHEREABOUTS_API, "IPPool", name, settings.WHEREABOUTS_NAMESPACE)
-    found = allocations(ippool) if ippool else []
+    found = live_allocations(pool)
     namespaces = {a["podref"].split("/", 1)[0] for a in found if "/" in a["podref"]}
     pods = {pod_ref(p) for ns in namespaces for p in cluster.list("v1", "Pod", namespace=ns)}
     return [{**a, "pod_exists": a["podref"] in pods} for a in found]
 
 
 @shared_task(name="networking.release_allocation", ignore_result=True, **RETRY)
-def release_allocation(pool_id, address):
-    """Remove one allocation from Whereabouts' IPPool (what an admin would `kubectl edit`)."""
+def release_allocation(pool_id, address, podref=None):
+    """Remove one allocation from Whereabouts' IPPool (what an admin would `kubectl edit`),
+    without ever undoing an allocation Whereabouts makes at the same moment."""
     pool = IPPool.objects.get(pk=pool_id)
-    name = whereabouts_pool_name(pool.network_name, str(pool.network))
-    offset = ipmath.to_int(address) - int(ipaddress.IPv4Network(pool.network).network_address)
-    get_cluster().patch_merge(
-        WHEREABOUTS_API,
-        "IPPool",
-        name,
-        {"spec": {"allocations": {str(offset): None}}},
-        namespace=settings.WHEREABOUTS_NAMESPACE,
-    )
+    remove_allocation(pool, address, podref)
     reconcile_pool(pool_id)  # read the allocations back now, in this run
+
+
+def remove_allocation(pool, address, podref=None):
+    """True when this call removed the allocation; False when the address is free or now
+    belongs to another pod than `podref`.
+
+    Each attempt patches only the IPPool version it read (Whereabouts writes the same way), so
+    an allocation Whereabouts makes meanwhile makes it read again rather than undo it. The
+    address's cluster-wide OverlappingRangeIPReservation goes first, and only while it still
+    names the same pod: without that, Whereabouts skips the address for good."""
+    cluster = get_cluster()
+    name = whereabouts_pool_name(pool.network_name, str(pool.network))
+    namespace = settings.WHEREABOUTS_NAMESPACE
+    for _ in range(RELEASE_ATTEMPTS):
+        ippool = cluster.get(WHEREABOUTS_API, "IPPool", name, namespace)
+        entry = allocation_at(ippool, address) if ippool else None
+        if entry is None or (podref is not None and entry.get("podref") != podref):
+            return False
+        try:
+            _drop_reservation(pool, address, entry.get("podref"))
+            cluster.patch_json(
+                WHEREABOUTS_API,
+                "IPPool",
+                name,
+                release_operations(ippool, address),
+                namespace=namespace,
+            )
+        except ConflictK8sError:
+            continue
+        return True
+    raise TransientK8sError(f"IPPool {name} kept changing; releasing {address} again later")
+
+
+def _drop_reservation(pool, address, podref):
+    cluster = get_cluster()
+    name = whereabouts_reservation_name(pool.network_name, address)
+    namespace = settings.WHEREABOUTS_NAMESPACE
+    reservation = cluster.get(WHEREABOUTS_API, ORIP, name, namespace)
+    if reservation and (reservation.get("spec") or {}).get("podref") == podref:
+        version = reservation["metadata"]["resourceVersion"]
+        cluster.delete_version(WHEREABOUTS_API, ORIP, name, namespace, version)
 
 
 @shared_task(name="networking.resync_pools", ignore_result=True)

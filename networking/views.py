@@ -56,6 +56,8 @@ def pool_edit(request, name=None):
             apply_errors(form, exc)
         else:
             messages.success(request, f"Pool {pool.name} saved; its networks are being set up.")
+            for warning in pool.warnings():
+                messages.warning(request, warning)
             return redirect(pool)
     return render(request, "networking/pool_form.html", {"form": form, "pool": pool})
 
@@ -104,7 +106,9 @@ def release_whereabouts_allocation(request, name):
     pool = _pool(request, name)
     address = request.POST.get("address", "")
     try:
-        services.release_allocation(pool, address, actor=request.user)
+        services.release_allocation(
+            pool, address, actor=request.user, podref=request.POST.get("podref") or None
+        )
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:

@@ -37,3 +37,16 @@ def make_pool(admin):
         return services.create_pool(actor=admin, **values)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def cni_runner(cluster, tmp_path_factory):
+    """The test bed's container runtime and Multus: pods bound to a node get their secondary
+    addresses from the real Whereabouts (or static) IPAM plugin."""
+    from django.conf import settings
+
+    from tests import cni
+
+    state = tmp_path_factory.mktemp("cni")
+    with cni.runner(settings.KUBECONFIG, state):
+        yield state

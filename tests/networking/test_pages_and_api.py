@@ -114,3 +114,26 @@ def test_an_admin_creates_a_pool_in_the_browser_and_the_tenant_gets_its_nad(
     page.click("text=Save")
     assert page.locator("ul.errorlist", has_text="overlaps pool 'compute-b'").count() == 1
     assert not IPPool.objects.filter(name="compute-c").exists()
+
+
+@pytest.mark.django_db
+def test_pools_larger_than_whereabouts_copes_with_are_saved_with_a_warning(team, admin):
+    big = {**POOL, "name": "big", "cidr": "10.89.0.0/18", "range_start": "10.89.0.1"}
+    big.update(range_end="10.89.63.254", gateway=None, vlan=91)
+    response = api(admin).post("/api/v1/ip-pools/", big, format="json")
+    assert response.status_code == 201
+    assert response.json()["warnings"] == [
+        "This range holds 16382 addresses. Whereabouts keeps all allocations of a range in one "
+        "object, which the cluster refuses to store past about 10,000 allocations, and each "
+        "allocation takes over a second from about 4,000 on. Split it into pools of at most "
+        "8192 addresses."
+    ]
+    fits = {**big, "name": "fits", "cidr": "10.90.0.0/19", "range_start": "10.90.0.1"}
+    fits.update(range_end="10.90.31.254", vlan=93)
+    assert api(admin).post("/api/v1/ip-pools/", fits, format="json").json()["warnings"] == []
+
+    client = api(admin)
+    form = {**big, "name": "big-form", "vlan": "92", "cni_type": "ipvlan-l2", "mtu": "1500"}
+    form.update(purpose="compute", gateway="", exclusions="")
+    page = client.post("/network/pools/new/", form, follow=True).content.decode()
+    assert "This range holds 16382 addresses." in page

@@ -8,7 +8,7 @@ from django.db import connection
 
 from networking import ipmath, services
 from networking.allocation import first_free
-from networking.models import IPReservation
+from networking.models import IPReservation, ReservationBlock
 from tests.tenants.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -33,11 +33,13 @@ def test_the_range_must_avoid_network_and_broadcast(make_pool):
         ("10.20.0.0/31", "Use a /30 or larger network"),
         ("10.20.0.7/32", "Use a /30 or larger network"),
         ("10.20.0.1/24", "host bits zero"),
-        ("2001:db8::/64", "not an IPv4 network"),
+        ("2001:db8::/127", "Use a /126 or larger network"),
+        ("10.20.0.0/33", "not an IPv4 or IPv6 network"),
     ],
 )
 def test_tiny_or_malformed_networks_are_refused(make_pool, cidr, message):
-    found = errors(make_pool, cidr=cidr, range_start="10.20.0.1", range_end="10.20.0.1")
+    first = "2001:db8::1" if ":" in cidr else "10.20.0.1"
+    found = errors(make_pool, cidr=cidr, range_start=first, range_end=first, gateway=None)
     assert message in " ".join(found["cidr"])
 
 
@@ -217,3 +219,50 @@ def test_a_released_address_is_handed_out_again_before_higher_ones(make_pool, te
     services.update_pool(pool, actor=admin, exclusions=[])
     services.release_address(second, actor=admin)
     assert ipmath.to_str(first_free(pool)) == "10.70.0.11"
+
+
+def test_full_blocks_of_reservations_are_skipped_and_counted_by_the_database(
+    make_pool, tenant, admin
+):
+    pool = make_pool(
+        cidr="10.60.0.0/22", range_start="10.60.0.1", range_end="10.60.3.254", gateway=None
+    )
+    first, last = ipmath.to_int("10.60.0.1"), ipmath.to_int("10.60.2.9")
+    # Written behind the portal's back: no hint, only the database's own counts.
+    IPReservation.objects.bulk_create(
+        IPReservation(pool=pool, address=a, tenant=tenant, owner=admin)
+        for a in range(first, last + 1)
+    )
+    counts = dict(
+        ReservationBlock.objects.filter(pool=pool).values_list("block", "taken").order_by("block")
+    )
+    base = ipmath.to_int("10.60.0.0") // 256
+    assert counts == {base: 255, base + 1: 256, base + 2: 10}
+    assert ipmath.to_str(first_free(pool)) == "10.60.2.10"
+
+    IPReservation.objects.filter(pool=pool, address=ipmath.to_int("10.60.1.77")).delete()
+    assert ipmath.to_str(first_free(pool)) == "10.60.1.77"
+    IPReservation.objects.filter(pool=pool, address=ipmath.to_int("10.60.0.1")).update(
+        address=ipmath.to_int("10.60.3.1")
+    )
+    assert ipmath.to_str(first_free(pool)) == "10.60.0.1"
+    counts = dict(ReservationBlock.objects.filter(pool=pool).values_list("block", "taken"))
+    assert counts == {base: 254, base + 1: 255, base + 2: 10, base + 3: 1}
+
+
+def test_a_run_of_reservations_ending_on_a_block_edge_continues_in_the_next_block(
+    make_pool, tenant, admin
+):
+    pool = make_pool(
+        cidr="10.61.0.0/23", range_start="10.61.0.250", range_end="10.61.1.10", gateway=None
+    )
+    IPReservation.objects.bulk_create(
+        IPReservation(pool=pool, address=a, tenant=tenant, owner=admin)
+        for a in range(ipmath.to_int("10.61.0.250"), ipmath.to_int("10.61.1.3") + 1)
+    )
+    assert ipmath.to_str(first_free(pool)) == "10.61.1.4"
+    IPReservation.objects.bulk_create(
+        IPReservation(pool=pool, address=a, tenant=tenant, owner=admin)
+        for a in range(ipmath.to_int("10.61.1.4"), ipmath.to_int("10.61.1.10") + 1)
+    )
+    assert first_free(pool) is None

@@ -1,0 +1,82 @@
+"""The secondary addresses of a job's pods, as Multus reports them, and in plain words why a pod
+has none yet (researchers need the addresses for NCCL/Gloo and SSH between nodes)."""
+
+from dataclasses import dataclass
+
+from core.cluster import get_cluster
+from k8s_adapters.errors import K8sError
+from k8s_adapters.labels import JOB
+from k8s_adapters.multus import SANDBOX_FAILED, PodNetworks, pod_networks
+
+from .models import IPPool
+
+# Whereabouts' words when no address of the range is left.
+WHEREABOUTS_EXHAUSTED = "Could not allocate IP in range"
+
+
+@dataclass(frozen=True)
+class PodAddresses:
+    pod: str
+    node: str
+    interfaces: tuple[dict, ...]  # {interface, network, ips}
+    problem: str  # "" when the pod's networks are set up or simply not yet
+
+
+@dataclass(frozen=True)
+class JobAddresses:
+    pods: tuple[PodAddresses, ...]
+    unavailable: str = ""  # why the cluster could not be asked
+
+
+def _pool_of(nad_name: str) -> IPPool | None:
+    for pool in IPPool.objects.filter(name=nad_name.removeprefix("pool-").removesuffix("-static")):
+        if nad_name in (pool.nad_name, pool.static_nad_name):
+            return pool
+    return None
+
+
+def explain(found: PodNetworks) -> str:
+    """The pod's sandbox failure in words a researcher can act on."""
+    if not found.failure:
+        return ""
+    pool = _pool_of(found.failed_network)
+    if WHEREABOUTS_EXHAUSTED in found.failure:
+        if pool is None:
+            return f"Pool exhausted: network {found.failed_network} has no free address left."
+        return (
+            f"Pool {pool.name} exhausted: no free address left in {pool.range_start}-"
+            f"{pool.range_end}. The pod starts when an address is released."
+        )
+    where = f"pool {pool.name}" if pool else f"network {found.failed_network or '?'}"
+    return f"The {where} could not be attached: {found.failure.rsplit(': ', 1)[-1]}"
+
+
+def job_addresses(job) -> JobAddresses:
+    """Per pod of the job, its secondary interfaces and addresses, or why it has none."""
+    if not job.networks or job.is_finished:  # a finished job's pods are gone
+        return JobAddresses(pods=())
+    namespace = job.tenant.namespace
+    try:
+        cluster = get_cluster()
+        pods = cluster.list("v1", "Pod", namespace=namespace, labels={JOB: job.name})
+        events = (
+            cluster.list("v1", "Event", namespace=namespace, fields={"reason": SANDBOX_FAILED})
+            if pods
+            else []
+        )
+    except K8sError as exc:
+        return JobAddresses(pods=(), unavailable=f"The cluster did not answer: {exc.message}")
+    return JobAddresses(
+        pods=tuple(
+            PodAddresses(
+                pod=found.pod,
+                node=found.node,
+                interfaces=tuple(
+                    {"interface": i.interface, "network": i.network, "ips": list(i.ips)}
+                    for i in found.interfaces
+                ),
+                problem=explain(found),
+            )
+            for found in pod_networks(pods, events)
+        )
+    )
