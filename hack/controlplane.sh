@@ -7,7 +7,7 @@
 #
 #   hack/controlplane.sh build    build (or reuse) the binaries and fetch the CRDs
 #   hack/controlplane.sh start    start it all, install CRDs, write the kubeconfig, seed 8 H100
-#                                 nodes (two-tier HyperNode tree) and 2 A100 nodes
+#                                 nodes (two-tier HyperNode tree), 2 A100 nodes, 2 CPU nodes
 #   hack/controlplane.sh stop     stop it all
 #   hack/controlplane.sh status   exit 0 when the API server answers
 #   hack/controlplane.sh env      print the export line for KUBECONFIG
@@ -221,6 +221,8 @@ seed_nodes() {  # two GPU products; the H100s under a two-tier HyperNode tree
   local v=(env KUBECONFIG="$LOCAL_KUBECONFIG" GPU_PORTAL_STATE="$STATE" bash "$ROOT/hack/volcano.sh" seed)
   "${v[@]}" --nodes "${SIM_H100_NODES:-8}" --gpus 8 --leaves 4 --spines 2
   "${v[@]}" --nodes 2 --gpus 8 --product NVIDIA-A100-SXM4-80GB --prefix kwok-a100- --leaves 1 --spines 1
+  # CPU nodes without the GPU taint, for pods that ask for no GPU (up to 110 pods each)
+  "${v[@]}" --nodes 2 --gpus 0 --prefix kwok-cpu- --leaves 1 --spines 1
 }
 
 cmd_stop() {

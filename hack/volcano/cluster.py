@@ -5,6 +5,7 @@
     cluster.py --kubeconfig K scheduler-config --file hack/volcano/scheduler.conf
     cluster.py --kubeconfig K wait-queue default
     cluster.py --kubeconfig K seed --nodes 8 --leaves 4 --spines 2
+    cluster.py --kubeconfig K seed --nodes 2 --gpus 0 --prefix kwok-cpu-   (CPU nodes)
 
 Simulated nodes keep the nvidia.com/gpu=present:NoSchedule taint of the project's other
 simulated nodes (GPU pods the portal builds tolerate it) and get no kwok.x-k8s.io/node taint,
@@ -156,6 +157,12 @@ def build_kwok_node(node: SimulatedNode) -> dict:
         "pods": "110",
         "nvidia.com/gpu": str(node.gpus),
     }
+    if not node.gpus:  # a CPU node: no GPU labels, no taint; any pod may run there
+        manifest["metadata"]["labels"] = {
+            k: v for k, v in manifest["metadata"]["labels"].items() if not k.startswith("nvidia")
+        }
+        manifest["spec"] = {}
+        del resources["nvidia.com/gpu"]
     manifest["status"] = {"capacity": resources, "allocatable": resources}
     return manifest
 
@@ -230,8 +237,9 @@ def seed(cluster, args):
     cluster.apply(build_topology(args.prefix, names, args.leaves, args.spines))
     if args.wait:
         wait_nodes_ready(cluster, names, args.wait)
+    what = f"{args.gpus} x {args.product}" if args.gpus else "CPU only"
     print(
-        f"{len(nodes)} simulated nodes ({args.gpus} x {args.product}), "
+        f"{len(nodes)} simulated nodes ({what}), "
         f"{args.leaves} leaf and {args.spines} spine HyperNodes",
         file=sys.stderr,
     )

@@ -21,10 +21,12 @@ from networking.addresses import job_addresses
 from networking.models import IPPool
 from networking.tasks import reconcile_pool, remove_allocation
 from tests.helpers import wait_for
+from tests.jobs.conftest import submitted
 from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db
-NODE = "gpu-node-1"
+# The test bed's CPU nodes (hack/controlplane.sh): the CPU-only pods of these tests run there.
+CPU_NODE, OTHER_CPU_NODE = "kwok-cpu-00", "kwok-cpu-01"
 SKIP_DEL = "gpu-portal.test/skip-cni-del"
 ORIP = "OverlappingRangeIPReservation"
 
@@ -99,35 +101,29 @@ def launch_on(team, templates, django_capture_on_commit_callbacks):
     return launch
 
 
-def start_pods(cluster, job, *, annotations=None):
-    """Play Volcano's controller and scheduler: the job's pods, from its Volcano job's
-    template, bound to a node, all at once."""
+def start_pods(cluster, job, *, annotations=None, submit=True):
+    """The job's pods as the real Volcano creates and schedules them (CPU-only pods go to the
+    test bed's CPU nodes), once every one is bound to a node; `annotations` are then added to
+    each (the CNI runner reads them when the pod goes)."""
     namespace = job.tenant.namespace
-    vcjob = cluster.get(VCJOB_API, "Job", job.name, namespace)
-    pods = []
-    for task in vcjob["spec"]["tasks"]:
-        template = task["template"]
-        for index in range(task["replicas"]):
-            meta = {
-                **template["metadata"],
-                "name": f"{job.name}-{task['name']}-{index}",
-                "namespace": namespace,
-            }
-            meta["annotations"] = {
-                **template["metadata"].get("annotations", {}),
-                **(annotations or {}),
-            }
-            pods.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": meta,
-                    "spec": {**template["spec"], "nodeName": NODE},
-                }
-            )
-    with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        list(pool.map(cluster.apply_one, pods))
-    return [p["metadata"]["name"] for p in pods]
+    expected = sum(task["replicas"] for task in job.spec["tasks"])
+
+    def bound():
+        if submit:  # (threads have no test database: their caller submits)
+            submitted(job)
+        pods = cluster.list(
+            "v1", "Pod", namespace=namespace, labels={"volcano.sh/job-name": job.name}
+        )
+        ready = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+        return ready if len(ready) == expected else None
+
+    pods = wait_for(bound, timeout=180, interval=0.5, message=f"{expected} pods bound by Volcano")
+    names = [p["metadata"]["name"] for p in pods]
+    for name in names if annotations else []:
+        cluster.patch_merge(
+            "v1", "Pod", name, {"metadata": {"annotations": annotations}}, namespace
+        )
+    return names
 
 
 def settled(job, count):
@@ -319,14 +315,14 @@ def test_releasing_stale_allocations_while_fifty_pods_start_loses_no_allocation(
         for p in settled(lost, 20)
         for ip in addresses_of([p])
     }
-    cluster.force_delete_pods(lost.tenant.namespace)
-    wait_for(lambda: not cluster.list("v1", "Pod", namespace=lost.tenant.namespace), timeout=60)
+    gone(cluster, lost)
     assert observed(pool) == stale
 
     job = launch_on([{"pool": pool.name}], replicas=50)
     assert job.tenant.namespace  # loaded here: the threads below have no test database
+    submitted(job)  # Volcano makes its pods while the stale addresses are released
     with concurrent.futures.ThreadPoolExecutor(8) as executor:
-        starting = executor.submit(start_pods, cluster, job)
+        starting = executor.submit(start_pods, cluster, job, submit=False)
         released = list(executor.map(lambda item: remove_allocation(pool, *item), stale.items()))
         starting.result()
     pods = settled(job, 50)
@@ -355,7 +351,7 @@ def test_deleting_the_pods_returns_their_addresses(cni_runner, cluster, team, po
     start_pods(cluster, job)
     settled(job, 3)
     assert len(observed(pool)) == 3
-    cluster.force_delete_pods(job.tenant.namespace)
+    cluster.delete(VCJOB_API, "Job", job.name, job.tenant.namespace)  # its pods go, DEL'd
     wait_for(lambda: not observed(pool), timeout=60, message="Whereabouts to free the addresses")
 
 
@@ -408,23 +404,32 @@ def test_a_reservation_never_takes_an_address_whereabouts_gave_to_a_pod(
 
 @pytest.fixture
 def control_loop(cni_runner, cluster):
-    """Whereabouts' own ip-control-loop against the local API server, for the test's node:
-    call the fixture's value to start it; it is stopped after the test."""
+    """Whereabouts' own ip-control-loop against the local API server, for the CPU node the
+    test's pods run on (the other one is cordoned meanwhile: its pod controller watches its own
+    node only): call the fixture's value to start it; it is stopped after the test."""
     script = ["bash", str(ROOT / "hack" / "whereabouts.sh")]
-    cluster.apply_one({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
+    cordon = {"spec": {"unschedulable": True}}
+    cluster.patch_merge("v1", "Node", OTHER_CPU_NODE, cordon)
     try:
-        yield lambda: subprocess.run([*script, "control-loop-start", NODE], check=True)
+        yield lambda: subprocess.run([*script, "control-loop-start", CPU_NODE], check=True)
     finally:
         subprocess.run([*script, "control-loop-stop"], check=False)
-        cluster.delete("v1", "Node", NODE)
+        cluster.patch_merge("v1", "Node", OTHER_CPU_NODE, {"spec": {"unschedulable": None}})
+
+
+def gone(cluster, job):
+    """The job's pods vanish with their node's runtime: deleted, never DEL'd. The Volcano job
+    goes first, else its controller would make the pods again."""
+    cluster.delete(VCJOB_API, "Job", job.name, job.tenant.namespace)
+    cluster.force_delete_pods(job.tenant.namespace)
+    wait_for(lambda: not cluster.list("v1", "Pod", namespace=job.tenant.namespace), timeout=60)
 
 
 def lose_pods(cluster, job):
     """Pods whose node vanished with its runtime: deleted, never DEL'd."""
     start_pods(cluster, job, annotations={SKIP_DEL: "true"})
     settled(job, job.spec["tasks"][0]["replicas"])
-    cluster.force_delete_pods(job.tenant.namespace)
-    wait_for(lambda: not cluster.list("v1", "Pod", namespace=job.tenant.namespace), timeout=60)
+    gone(cluster, job)
 
 
 def test_whereabouts_own_cleanup_frees_what_vanished_pods_left_and_the_pool_page_shows_it(
