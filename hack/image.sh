@@ -180,7 +180,7 @@ if t:
 }
 
 cmd_smoke() {
-  local t0 image port id web worker
+  local t0 image port id web worker metrics_port
   t0=$(now)
   image=$(cmd_build)
   setup_containers  # the build ran in a subshell: its settings are not exported here
@@ -193,12 +193,17 @@ cmd_smoke() {
   port=$(free_port)
   # Read-only root filesystem, as the chart runs it: only /tmp is writable.
   podman run -d --name "$web" --read-only -e "PORT=$port" "${SMOKE_ARGS[@]}" "$image" web >/dev/null
-  podman run -d --name "$worker" --read-only "${SMOKE_ARGS[@]}" "$image" worker --concurrency 1 >/dev/null
+  metrics_port=$(free_port)
+  podman run -d --name "$worker" --read-only -e "METRICS_PORT=$metrics_port" "${SMOKE_ARGS[@]}" \
+    "$image" worker --concurrency 1 >/dev/null
   wait_ready "$port" "$web"
   printf '%s' "$SMOKE_TENANT" | podman exec -i "$web" sh -c 'cat >/tmp/smoke.py'
   SMOKE_SLUG=smoke-$(python3 -c 'import secrets; print(secrets.token_hex(4))')
   podman exec "$web" python -c "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'portal.settings'); django.setup(); exec(open('/tmp/smoke.py').read())" create "$SMOKE_SLUG"
   await_reconciled "$web" "$SMOKE_SLUG" "$worker"
+  # The worker pod's exporter counted that run (the prefork child wrote it to the shared folder).
+  curl -sf "http://127.0.0.1:$metrics_port/metrics" | grep -E '^portal_reconcile_total\{kind="tenant",outcome="in_sync"\} [1-9]' >&2 \
+    || die "the worker's metrics do not count the reconcile"
   log "smoke run passed in $(($(now) - t0))s"
 }
 
