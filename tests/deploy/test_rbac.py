@@ -41,7 +41,8 @@ PER_DRIVER = (
 )
 CONSOLE = "tests/portal/test_console.py"
 COLLECTOR_TESTS = [
-    f"{CONSOLE}::test_the_console_shows_exact_gpu_numbers_and_diagnostics_from_the_cluster"
+    f"{CONSOLE}::test_the_console_shows_exact_gpu_numbers_and_diagnostics_from_the_cluster",
+    f"{CONSOLE}::test_the_collector_shows_the_clusters_queues_runtime_classes_and_hypernodes",
 ]
 
 
@@ -150,20 +151,7 @@ class Identities:
         """Replace the role's rules and wait until the authorizer has seen the change."""
         role = self.role(component)
         self.admin.apply_one({**role, "rules": rules})
-        expect = {
-            (g, r, v)
-            for rule in rules
-            for g in rule["apiGroups"]
-            for r in rule["resources"]
-            for v in rule["verbs"]
-        }
-        every = {
-            (g, r, v)
-            for rule in role["rules"]
-            for g in rule["apiGroups"]
-            for r in rule["resources"]
-            for v in rule["verbs"]
-        }
+        expect, every = _grants(rules), _grants(role["rules"]) | _grants(rules)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             seen = {t for t in every if self.admin.allowed(self.user(component), t[2], t[0], t[1])}
