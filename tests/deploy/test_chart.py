@@ -30,7 +30,7 @@ def test_an_existing_secret_replaces_the_charts_own(helm_path):
     web = named(manifests, "Deployment", "-web")
     env = web["spec"]["template"]["spec"]["containers"][0]["env"]
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in env}
-    assert refs == {n: "portal-secrets" for n in ("SECRET_KEY", "DATABASE_URL", "REDIS_URL")}
+    assert refs == dict.fromkeys(("SECRET_KEY", "DATABASE_URL", "REDIS_URL"), "portal-secrets")
 
 
 def test_an_unknown_driver_is_refused(helm_path):
