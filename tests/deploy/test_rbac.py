@@ -40,10 +40,20 @@ PER_DRIVER = (
     "test_every_driver_routes_each_endpoint_by_its_host_to_the_portal_by_id"
 )
 CONSOLE = "tests/portal/test_console.py"
-COLLECTOR_TESTS = [
-    f"{CONSOLE}::test_the_console_shows_exact_gpu_numbers_and_diagnostics_from_the_cluster",
-    f"{CONSOLE}::test_the_collector_shows_the_clusters_queues_runtime_classes_and_hypernodes",
-]
+GPU_NUMBERS = (
+    f"{CONSOLE}::test_the_console_shows_exact_gpu_numbers_and_diagnostics_from_the_cluster"
+)
+CLUSTER_OBJECTS = (
+    f"{CONSOLE}::test_the_collector_shows_the_clusters_queues_runtime_classes_and_hypernodes"
+)
+COLLECTOR_TESTS = [GPU_NUMBERS, CLUSTER_OBJECTS]
+# For each rule of the collector's ClusterRole (by its first resource), a test that needs it.
+COLLECTOR_RULE_NEEDED_BY = {
+    "nodes": GPU_NUMBERS,
+    "queues": CLUSTER_OBJECTS,
+    "runtimeclasses": CLUSTER_OBJECTS,
+    "hypernodes": CLUSTER_OBJECTS,
+}
 
 
 def _test(path, name):
@@ -93,7 +103,6 @@ WORKER_RULE_NEEDED_BY = {
     "ippools": ALLOCATIONS,
     "pods": ALLOCATIONS,
 }
-COLLECTOR_RULES = ["nodes", "queues", "runtimeclasses", "hypernodes"]
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -263,13 +272,20 @@ def test_without_a_worker_rule_a_reconcile_test_fails_forbidden(identities, reso
     assert "forbidden" in result.stdout.lower(), result.stdout[-4000:]
 
 
-@pytest.mark.parametrize("resource", COLLECTOR_RULES)
-def test_without_a_collector_rule_the_console_test_fails(identities, resource, tmp_path):
+def test_every_collector_rule_has_a_test_that_needs_it(identities):
+    firsts = [rule["resources"][0] for rule in identities.role("collector")["rules"]]
+    assert sorted(firsts) == sorted(COLLECTOR_RULE_NEEDED_BY)
+
+
+@pytest.mark.parametrize("resource", sorted(COLLECTOR_RULE_NEEDED_BY))
+def test_without_a_collector_rule_a_collector_test_fails(identities, resource, tmp_path):
     rules = identities.role("collector")["rules"]
     identities.set_rules("collector", _without(rules, _rule_index(rules, resource)))
     try:
         result = run_tests(
-            identities.kubeconfigs["collector"], COLLECTOR_TESTS, tmp_path / "run.log"
+            identities.kubeconfigs["collector"],
+            [COLLECTOR_RULE_NEEDED_BY[resource]],
+            tmp_path / "run.log",
         )
     finally:
         identities.set_rules("collector", rules)
