@@ -5,7 +5,7 @@ PY := .venv/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help setup services controlplane migrate run test lint fmt bench volcano stop clean
+.PHONY: help setup services controlplane migrate run test lint fmt bench stop clean
 
 help:
 	@echo "make run    set up everything and start the portal with demo data"
@@ -39,18 +39,11 @@ fmt:
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
-# The real Volcano scheduler, controllers and admission webhook, and KWOK simulated GPU nodes
-# with a HyperNode tree, against the local control plane (not yet used by the test suite).
-volcano: setup
-	@bash hack/volcano.sh start
-	@bash hack/volcano.sh seed
-
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 stop:
 	-@bash hack/oidc.sh stop
-	-@bash hack/volcano.sh stop 2>/dev/null
 	@bash hack/controlplane.sh stop
 	@bash hack/services.sh stop
 

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# A local Kubernetes control plane for development and tests: etcd + kube-apiserver built from
-# source through the Go module proxy (cached by version outside the repo), with the upstream CRDs
-# the portal uses installed from their Go modules at pinned versions.
+# A local Kubernetes cluster for development and tests: etcd, kube-apiserver and
+# kube-controller-manager built from source through the Go module proxy (cached by version outside
+# the repo), the upstream CRDs the portal uses from their Go modules at pinned versions, the
+# endpoint router (hack/router.sh), and the real Volcano scheduler, controllers and admission
+# webhooks with KWOK simulated GPU nodes and a volume provisioner (hack/volcano.sh).
 #
 #   hack/controlplane.sh build    build (or reuse) the binaries and fetch the CRDs
-#   hack/controlplane.sh start    start etcd + kube-apiserver, install CRDs, write the kubeconfig
-#   hack/controlplane.sh stop     stop both
+#   hack/controlplane.sh start    start it all, install CRDs, write the kubeconfig, seed 8 H100
+#                                 nodes (two-tier HyperNode tree) and 2 A100 nodes
+#   hack/controlplane.sh stop     stop it all
 #   hack/controlplane.sh status   exit 0 when the API server answers
 #   hack/controlplane.sh env      print the export line for KUBECONFIG
 #
@@ -16,7 +19,6 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
-VOLCANO_VERSION=${VOLCANO_VERSION:-v1.15.0}
 NAD_VERSION=${NAD_VERSION:-v1.7.7}
 WHEREABOUTS_VERSION=${WHEREABOUTS_VERSION:-v0.9.2}
 CACHE=${GPU_PORTAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-portal}
@@ -68,16 +70,13 @@ build_etcd() {
 }
 
 crd_files() {  # the upstream CRD YAMLs, from their Go modules at pinned versions
-  local volcano nad wb
-  volcano=$(go_module_dir "volcano.sh/volcano@$VOLCANO_VERSION")/config/crd/volcano/bases
+  local nad wb
   nad=$(go_module_dir "github.com/k8snetworkplumbingwg/network-attachment-definition-client@$NAD_VERSION")/artifacts
   wb=$(go_module_dir "github.com/k8snetworkplumbingwg/whereabouts@$WHEREABOUTS_VERSION")/doc/crds
   printf '%s\n' \
-    "$volcano/batch.volcano.sh_jobs.yaml" "$volcano/scheduling.volcano.sh_queues.yaml" \
-    "$volcano/scheduling.volcano.sh_podgroups.yaml" "$volcano/topology.volcano.sh_hypernodes.yaml" \
-    "$volcano/bus.volcano.sh_commands.yaml" \
     "$nad/networks-crd.yaml" \
     "$wb/whereabouts.cni.cncf.io_ippools.yaml" "$wb/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml"
+  bash "$ROOT/hack/volcano.sh" crds  # all nine of the Volcano version hack/volcano.sh runs
   bash "$ROOT/hack/router.sh" crds  # Traefik's and Gateway API's, at the router's versions
 }
 
@@ -94,6 +93,7 @@ cmd_build() {
     log "Kubernetes binaries built after $(($(now) - t0))s"
   fi
   bash "$ROOT/hack/router.sh" build
+  bash "$ROOT/hack/volcano.sh" build
   crd_files >/dev/null
   log "build phase took $(($(now) - t0))s"
 }
@@ -163,7 +163,7 @@ start_controller_manager() {
   running kube-controller-manager && return
   nohup "$BIN/kube-controller-manager" --kubeconfig "$LOCAL_KUBECONFIG" \
     --bind-address 127.0.0.1 --secure-port "$((APISERVER_PORT + 1))" --leader-elect=false \
-    --controllers namespace-controller,garbage-collector-controller,resourcequota-controller,serviceaccount-controller,persistentvolumeclaim-protection-controller \
+    --controllers namespace-controller,garbage-collector-controller,resourcequota-controller,serviceaccount-controller,persistentvolumeclaim-protection-controller,persistentvolume-binder-controller,persistentvolume-protection-controller \
     --service-account-private-key-file "$STATE/certs/sa.key" --use-service-account-credentials=false \
     --concurrent-gc-syncs 5 --resource-quota-sync-period 10s \
     >"$STATE/kube-controller-manager.log" 2>&1 &
@@ -207,10 +207,24 @@ cmd_start() {
   kubectl_py --kubeconfig "$LOCAL_KUBECONFIG" $(crd_files)
   # The endpoint router (Traefik), watching this API server like an ingress controller would.
   KUBECONFIG=$LOCAL_KUBECONFIG ROUTER_STATE=$STATE bash "$ROOT/hack/router.sh" start
+  # The real Volcano and KWOK simulated GPU nodes: jobs are scheduled and their pods run.
+  local t2; t2=$(now)
+  KUBECONFIG=$LOCAL_KUBECONFIG GPU_PORTAL_STATE=$STATE bash "$ROOT/hack/volcano.sh" start
+  seed_nodes
+  log "Volcano and simulated GPU nodes ready in $(($(now) - t2))s"
   log "control plane ready in $(($(now) - t1))s (total $(($(now) - t0))s); KUBECONFIG=$LOCAL_KUBECONFIG"
 }
 
+seed_nodes() {  # two GPU products; the H100s under a two-tier HyperNode tree
+  local v=(env KUBECONFIG="$LOCAL_KUBECONFIG" GPU_PORTAL_STATE="$STATE" bash "$ROOT/hack/volcano.sh" seed)
+  "${v[@]}" --nodes "${SIM_H100_NODES:-8}" --gpus 8 --leaves 4 --spines 2
+  "${v[@]}" --nodes 2 --gpus 8 --product NVIDIA-A100-SXM4-80GB --prefix kwok-a100- --leaves 1 --spines 1
+}
+
 cmd_stop() {
+  if [[ -f $LOCAL_KUBECONFIG ]]; then
+    KUBECONFIG=$LOCAL_KUBECONFIG GPU_PORTAL_STATE=$STATE bash "$ROOT/hack/volcano.sh" stop
+  fi
   ROUTER_STATE=$STATE bash "$ROOT/hack/router.sh" stop
   for p in kube-controller-manager kube-apiserver etcd; do
     if running "$p"; then

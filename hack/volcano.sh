@@ -7,6 +7,7 @@
 #                            vc-webhook-manager and kwok
 #   hack/volcano.sh crds     print the paths of Volcano's nine CRDs of the version built
 #   hack/volcano.sh start    install the CRDs, webhook configurations, start the four processes
+#                            and the test bed's volume provisioner (hack/volcano/provisioner.py)
 #   hack/volcano.sh seed     create simulated GPU nodes and a two-tier HyperNode tree
 #                            (--nodes 8 --gpus 8 --leaves 4 --spines 2 --product ...; after start)
 #   hack/volcano.sh stop     stop what start started (by recorded pid)
@@ -16,9 +17,9 @@
 # hack/controlplane.sh by default). State (pids, logs, certificates, rendered configs) goes under
 # $GPU_PORTAL_STATE/volcano and $GPU_PORTAL_STATE/volcano-certs, next to the control plane's.
 #
-# Simulated pods (hack/volcano/kwok.yaml): a pod bound to a seeded node runs; with the annotation
-# gpu-portal.test/exit-code it ends Succeeded (0) or Failed (other codes) after the Go duration in
-# gpu-portal.test/duration (default 1s); without it, it runs until deleted. pods/log serves
+# Simulated pods (hack/volcano/kwok.yaml): a pod bound to a seeded node runs; when its command
+# names `exit N` (e.g. sh -c "sleep 5; exit 3") it ends Succeeded (N = 0) or Failed (exit code N)
+# after the `sleep S` it names (default 1 s); any other command runs until the pod is deleted. pods/log serves
 # $GPU_PORTAL_STATE/volcano/pod-logs/default.log, or the CRI-format file a kwok.x-k8s.io/v1alpha1
 # Logs object (named and namespaced like the pod) points at.
 set -euo pipefail
@@ -278,12 +279,17 @@ cmd_start() {
   log "webhook manager serving in $(($(now) - t))s"
   t=$(now)
   start_controller_manager
+  cluster_py scheduler-config --file "$VC_SCHEDULER_CONF"
   start_scheduler
   write_kwok_logs_config
   start_kwok
   wait_http vc-controller-manager "http://127.0.0.1:$VC_CONTROLLER_HEALTHZ_PORT/healthz" 60
   wait_http vc-scheduler "http://127.0.0.1:$VC_SCHEDULER_HEALTHZ_PORT/healthz" 60
   wait_http kwok "http://127.0.0.1:$KWOK_PORT/healthz" 60
+  # Claims need a volume before their pods can be scheduled: the test bed's provisioner plays
+  # the cluster's CSI driver for its default StorageClass.
+  "$(python_bin)" "$HERE/provisioner.py" --kubeconfig "$KUBECONFIG" install
+  spawn provisioner "$(python_bin)" "$HERE/provisioner.py" --kubeconfig "$KUBECONFIG"
   cluster_py wait-queue default --timeout 60
   log "controllers, scheduler and kwok ready in $(($(now) - t))s (start took $(($(now) - t0))s)"
 }
@@ -296,7 +302,7 @@ cmd_stop() {
   # Reverse order. Then the webhook configurations go (with failurePolicy Fail every Volcano
   # job and queue write would fail without the webhook manager), and so do the node leases
   # kwok held (a restarted kwok would otherwise wait for them to expire before running pods).
-  for p in kwok vc-scheduler vc-controller-manager vc-webhook-manager; do
+  for p in provisioner kwok vc-scheduler vc-controller-manager vc-webhook-manager; do
     if running "$p"; then
       local pid; pid=$(cat "$RUN/$p.pid")
       kill "$pid"
@@ -317,7 +323,7 @@ cmd_stop() {
 
 cmd_status() {
   local ok=0
-  for p in vc-webhook-manager vc-controller-manager vc-scheduler kwok; do
+  for p in vc-webhook-manager vc-controller-manager vc-scheduler kwok provisioner; do
     if running "$p"; then echo "$p running (pid $(cat "$RUN/$p.pid"))"
     else echo "$p not running"; ok=1; fi
   done

@@ -1,7 +1,8 @@
 """The portal's own queue in front of Volcano (like Kueue's admission): jobs beyond the tenant's
-GPU quota, its member cap or its running-job limit wait as `queued` and are submitted in order
-as quota frees up. Admission runs with the tenant row locked, so concurrent launches can never
-put more GPUs into the cluster than the quota allows."""
+GPU, CPU, memory or storage quota, its member cap or its running-job limit wait as `queued` and
+are submitted in order as quota frees up. Admission runs with the tenant row locked, so
+concurrent launches can never put more into the cluster than the quota allows; so the
+ResourceQuota and the Volcano queue (both set to the same quota) never refuse an admitted job."""
 
 from django.db import transaction
 from django.db.models import Count, Sum
@@ -17,8 +18,11 @@ from .models import DataVolume, Job
 def admit_locked(tenant):
     """Submit the queued jobs that fit, oldest first. Call with the tenant row locked."""
     holding = Job.objects.filter(tenant=tenant).holding()
-    totals = holding.aggregate(gpus=Sum("gpus"), jobs=Count("id"))
+    totals = holding.aggregate(
+        gpus=Sum("gpus"), cpu=Sum("cpu_millicores"), mem=Sum("memory_mib"), jobs=Count("id")
+    )
     used, running = totals["gpus"] or 0, totals["jobs"]
+    cpu, memory = totals["cpu"] or 0, totals["mem"] or 0
     per_owner = dict(holding.values("owner").annotate(g=Sum("gpus")).values_list("owner", "g"))
     storage, pvcs = storage_in_use(tenant)
     admitted = []
@@ -29,6 +33,8 @@ def admit_locked(tenant):
         if (
             running >= tenant.max_running_jobs
             or used + job.gpus > tenant.gpu_quota
+            or cpu + job.cpu_millicores > tenant.cpu_quota * 1000
+            or memory + job.memory_mib > tenant.memory_quota_gib * 1024
             or storage + job.storage_gib > tenant.storage_quota_gib
             or pvcs + 1 > tenant.pvc_quota
         ):
@@ -38,6 +44,7 @@ def admit_locked(tenant):
             continue  # this member is at their cap; teammates' jobs may still go
         admitted.append(job.pk)
         used, running = used + job.gpus, running + 1
+        cpu, memory = cpu + job.cpu_millicores, memory + job.memory_mib
         storage, pvcs = storage + job.storage_gib, pvcs + 1
         per_owner[job.owner_id] = per_owner.get(job.owner_id, 0) + job.gpus
     if admitted:

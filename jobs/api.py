@@ -1,5 +1,6 @@
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -8,7 +9,7 @@ from core.fields import ID_REGEX, LocationOnCreate
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.choices import Role
 
-from . import endpoints, services
+from . import endpoints, logs, services
 from . import spec as specs
 from .access import get_job_for_user
 from .filters import filter_jobs
@@ -20,6 +21,7 @@ from .serializers import (
     JobEventSerializer,
     JobSerializer,
     LaunchSerializer,
+    PodSerializer,
     TemplateSerializer,
     TemplateWriteSerializer,
 )
@@ -132,6 +134,27 @@ class JobViewSet(
     def events(self, request, tenant_slug=None, name=None):
         job = self.get_object()
         return Response(JobEventSerializer(job.events.all()[:200], many=True).data)
+
+    @extend_schema(responses=PodSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def pods(self, request, tenant_slug=None, name=None):
+        """The job's pods: task, replica, phase, node, containers (with exit codes), Events."""
+        job = self.get_object()
+        return Response(PodSerializer(logs.pods_of(job), many=True).data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("follow", bool, description="stream while the container runs"),
+            OpenApiParameter("tail", int, description="only the last N lines"),
+            OpenApiParameter("container", str),
+            OpenApiParameter("download", bool, description="as an attachment"),
+        ],
+        responses={(200, "text/plain"): OpenApiTypes.STR},
+    )
+    @action(detail=True, methods=["get"], url_path=r"pods/(?P<pod>[-a-z0-9]+)/log")
+    def pod_log(self, request, tenant_slug=None, name=None, pod=None):
+        """One pod's log through the API server (`pods/log`), as text."""
+        return logs.log_response(self.get_object(), pod, request.query_params)
 
 
 class DataVolumeViewSet(LocationOnCreate, TenantScoped, viewsets.ModelViewSet):

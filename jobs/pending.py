@@ -1,10 +1,36 @@
-"""Why a job is pending, in plain words, from its PodGroup's conditions and its events."""
+"""Why a job is pending, in plain words, from what the scheduler and the controllers said (the
+PodGroup's conditions and the Events around the job, gathered by k8s_adapters.waiting)."""
+
+import re
+
+RESOURCE_WORDS = {"nvidia.com/gpu": "GPUs", "cpu": "CPU", "memory": "memory"}
 
 RULES = [
     (
-        ("queue resource quota insufficient", "exceed queue", "overused", "queue capability"),
-        "The tenant's Volcano queue has no GPUs left to give right now; the job starts when "
-        "other jobs in the queue finish or borrowed GPUs are reclaimed.",
+        ("exceeded quota",),
+        "The tenant's ResourceQuota refused some of the job's pods, so the job is only partly "
+        "created; the portal's own admission and the quota disagree (was the quota edited by "
+        "hand?). A platform admin should re-sync the tenant.",
+    ),
+    (
+        ("no storage class is set",),
+        "The job's volume cannot be created: the cluster has no default StorageClass and the "
+        "template names none. A platform admin sets a default StorageClass, or the template's "
+        "storage class.",
+    ),
+    (
+        ("storageclass.storage.k8s.io",),
+        "The job's volume asks for a StorageClass that does not exist; pick the template's "
+        "storage class from the ones the cluster has.",
+    ),
+    (
+        ("waiting for a volume to be created", "external provisioner"),
+        "Waiting for the cluster's storage provisioner to create the job's volume.",
+    ),
+    (
+        ("insufficient nvidia.com/gpu",),
+        "Not enough free GPUs on any node right now; the job waits until enough GPUs are free at "
+        "once for all its pods (gang scheduling).",
     ),
     (
         (
@@ -13,11 +39,6 @@ RULES = [
             "didn't match Pod's node affinity/selector",
         ),
         "No node has the requested GPU product; pick another product or none.",
-    ),
-    (
-        ("insufficient nvidia.com/gpu",),
-        "Not enough free GPUs on any node right now; the job waits until enough GPUs are free at "
-        "once for all its pods (gang scheduling).",
     ),
     (
         ("insufficient cpu", "insufficient memory"),
@@ -29,23 +50,50 @@ RULES = [
         "maintenance nodes).",
     ),
     (
-        ("persistentvolumeclaim", "unbound immediate persistentvolumeclaims", "pvc"),
+        ("unbound immediate persistentvolumeclaims",),
         "A volume of the job is not ready yet (its PersistentVolumeClaim is not bound).",
+    ),
+    (
+        ("network topology", "hypernode"),
+        "No group of nodes under one network switch has room for all of the job's pods at once "
+        "(the template asks for topology-aware placement).",
     ),
     (
         ("not enough", "unschedulable", "gang"),
         "The scheduler cannot place all of the job's pods at once yet.",
     ),
 ]
+QUEUE_FULL = re.compile(r"queue resource quota insufficient:?\s*(?P<what>.*)", re.IGNORECASE)
 
 
 def explain(messages):
     """The first rule matching any message, else the raw message, else a generic line."""
     texts = [m for m in messages if m]
+    queue = _queue_full(texts)
+    if queue:
+        return queue
     lowered = " | ".join(texts).lower()
     for needles, explanation in RULES:
-        if any(needle.lower() in lowered for needle in needles):
-            return f"{explanation} (scheduler: {texts[0]})"
+        for needle in needles:
+            if needle.lower() in lowered:
+                source = next(t for t in texts if needle.lower() in t.lower())
+                return f"{explanation} (cluster: {source})"
     if texts:
         return texts[0]
     return "Waiting for the Volcano scheduler to admit the job."
+
+
+def _queue_full(texts):
+    """Volcano says so only in Events on the PodGroup: the queue's capability (the tenant's
+    quota) is used up for the resources it names."""
+    for text in texts:
+        match = QUEUE_FULL.search(text)
+        if match:
+            found = re.findall(r"insufficient ([\w./-]+)", match.group("what"))
+            words = [RESOURCE_WORDS.get(r, r) for r in found] or ["resources"]
+            return (
+                f"The tenant's Volcano queue has no {' or '.join(words)} left to give right now; "
+                "the job starts when other jobs of the tenant finish or borrowed resources are "
+                f"reclaimed. (cluster: {text})"
+            )
+    return ""

@@ -12,6 +12,35 @@ class JobEventSerializer(serializers.ModelSerializer):
         fields = ["created_at", "kind", "message"]
 
 
+class PodEventSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    count = serializers.IntegerField()
+    last_seen = serializers.DateTimeField(allow_null=True)
+
+
+class ContainerSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    state = serializers.CharField()
+    reason = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    restarts = serializers.IntegerField()
+
+
+class PodSerializer(serializers.Serializer):
+    """A job's pod as k8s_adapters.pods reads it (read-only)."""
+
+    name = serializers.CharField()
+    task = serializers.CharField()
+    index = serializers.IntegerField()
+    phase = serializers.CharField()
+    node = serializers.CharField()
+    ip = serializers.CharField()
+    containers = ContainerSerializer(many=True)
+    events = PodEventSerializer(many=True)
+
+
 class EndpointSerializer(serializers.ModelSerializer):
     url = serializers.CharField(read_only=True)
     expired = serializers.BooleanField(source="is_expired", read_only=True)

@@ -59,6 +59,29 @@ def scheduling_warnings(spec: JobSpec) -> list[str]:
     return warnings
 
 
+def _check_compute(tenant: Tenant, spec: JobSpec) -> None:
+    """CPU and memory beyond the tenant's whole quota: the ResourceQuota would refuse the pods
+    and the Volcano queue would never admit the job."""
+    asked = {
+        "CPU cores": (spec.total_cpu_millicores / 1000, tenant.cpu_quota, "cpu"),
+        "GiB of memory": (spec.total_memory_mib / 1024, tenant.memory_quota_gib, "memory"),
+    }
+    for words, (total, quota, field) in asked.items():
+        if total > quota:
+            raise ValidationError(
+                {
+                    f"tasks.{field}": [
+                        ValidationError(
+                            f"This job's pods ask for {total:g} {words} together but the "
+                            f"tenant's whole quota is {quota}; it could never start. Ask for "
+                            "fewer replicas or less per task, or ask a platform admin for more.",
+                            code="over_quota",
+                        )
+                    ]
+                }
+            )
+
+
 def _check_quota(tenant: Tenant, owner: Any, spec: JobSpec) -> None:
     if spec.total_gpus > tenant.gpu_quota:
         raise ValidationError(
@@ -72,6 +95,7 @@ def _check_quota(tenant: Tenant, owner: Any, spec: JobSpec) -> None:
                 ]
             }
         )
+    _check_compute(tenant, spec)
     if spec.workspace_gib > tenant.storage_quota_gib:
         raise ValidationError(
             {
@@ -202,6 +226,8 @@ def launch_job(
                 template_version=template_version,
                 spec=spec.to_dict(),
                 gpus=spec.total_gpus,
+                cpu_millicores=spec.total_cpu_millicores,
+                memory_mib=spec.total_memory_mib,
                 storage_gib=spec.workspace_gib,
                 data_volume=data_volume,
                 networks=networks,

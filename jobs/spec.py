@@ -9,6 +9,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from k8s_adapters.jobspec import JobSpec, Policy, Port, Task
+from k8s_adapters.names import JOB_OBJECT_SUFFIXES
 from k8s_adapters.quantity import to_decimal
 from k8s_adapters.volcano import KNOWN_PLUGINS
 
@@ -27,10 +28,7 @@ RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEV
 RESERVED_ENV_PREFIXES = ("NVIDIA_", "GPU_PORTAL_")
 JOB_NAME_MAX = 48
 # Claims and Secrets a job creates: a data volume may not take such a name.
-RESERVED_VOLUME_SUFFIXES = (
-    "-workspace",
-    "-ssh-keys",
-)  # leaves room for "-workspace" and Volcano's "-<task>-<index>" pod names
+RESERVED_VOLUME_SUFFIXES = JOB_OBJECT_SUFFIXES
 RESERVED_PORT_NAMES = ("auth", "api", "static", "admin")
 ENDPOINT_MODES = ("ingress", "nodeport", "loadbalancer", "podip")
 OVERRIDABLE = ("image", "command", "gpus", "replicas", "data_volume", "workspace_gib")

@@ -15,17 +15,15 @@ from k8s_adapters.labels import portal_labels
 from k8s_adapters.routing import ENDPOINT_KINDS, observed_service
 from k8s_adapters.volcano import (
     JOB_KINDS,
-    PODGROUP_API,
     QUEUE_API,
     VCJOB_API,
     build_abort_command,
     build_data_pvc,
     build_job,
-    podgroup_name,
     read_job,
     read_queue,
-    unschedulable_messages,
 )
+from k8s_adapters.waiting import waiting_messages
 from networking.services import release_for_job
 
 from . import endpoints, pending
@@ -161,11 +159,7 @@ def _observe(job, status):
 
 
 def _pending_reason(job, uid):
-    group = get_cluster().get(
-        PODGROUP_API, "PodGroup", podgroup_name(job.name, uid), job.tenant.namespace
-    )
-    messages = unschedulable_messages(group)
-    return pending.explain(messages) if messages or group else ""
+    return pending.explain(waiting_messages(get_cluster(), job.tenant.namespace, job.name, uid))
 
 
 def _set(job, **fields):

@@ -13,6 +13,8 @@ urlpatterns = [
     path("tenants/<slug:slug>/jobs/<slug:name>/", views.job_detail, name="detail"),
     path("tenants/<slug:slug>/jobs/<slug:name>/status/", views.job_status_partial, name="status"),
     path("tenants/<slug:slug>/jobs/<slug:name>/cancel/", views.job_cancel, name="cancel"),
+    path("tenants/<slug:slug>/jobs/<slug:name>/logs/", views.job_logs, name="logs"),
+    path("tenants/<slug:slug>/jobs/<slug:name>/logs/<slug:pod>/", views.pod_log, name="pod-log"),
     path("tenants/<slug:slug>/jobs/<slug:name>/relaunch/", views.job_relaunch, name="relaunch"),
     path("tenants/<slug:slug>/jobs/<slug:name>/delete/", views.job_delete, name="delete"),
     path(

@@ -12,7 +12,7 @@ from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.choices import Role
 from tenants.views import apply_errors
 
-from . import endpoints, services
+from . import endpoints, logs, services
 from .access import get_job_for_user
 from .admission import free_gpus, queue_position, storage_in_use
 from .choices import JobState
@@ -138,6 +138,22 @@ def job_detail(request, slug, name):
             "manifests": manifests_yaml(job_manifests(job)),
         },
     )
+
+
+@login_required
+def job_logs(request, slug, name):
+    """The job's pods (task, replica, node, how each ended, their Events) and a log viewer."""
+    job = get_job_for_user(request.user, slug, name)
+    return render(
+        request, "jobs/job_logs.html", {"job": job, "tenant": job.tenant, "pods": logs.pods_of(job)}
+    )
+
+
+@login_required
+def pod_log(request, slug, name, pod):
+    """One pod's log as text: `follow=1` streams while it runs, `download=1` saves the file."""
+    job = get_job_for_user(request.user, slug, name)
+    return logs.log_response(job, pod, request.GET)
 
 
 def job_status(job):

@@ -253,8 +253,11 @@ class Cluster:
         *,
         namespace: str | None = None,
         labels: dict[str, str] | None = None,
+        fields: dict[str, str] | None = None,
     ) -> list[dict[str, Any]]:
-        return self.list_with_version(api_version, kind, namespace=namespace, labels=labels)[0]
+        return self.list_with_version(
+            api_version, kind, namespace=namespace, labels=labels, fields=fields
+        )[0]
 
     def list_with_version(
         self,
@@ -263,13 +266,16 @@ class Cluster:
         *,
         namespace: str | None = None,
         labels: dict[str, str] | None = None,
+        fields: dict[str, str] | None = None,
     ) -> tuple[builtins.list[dict[str, Any]], str | None]:
-        """The items and the list's resourceVersion, to start a watch from."""
+        """The items and the list's resourceVersion, to start a watch from; `fields` is a
+        field selector (equality only), e.g. {"involvedObject.name": name} for Events."""
         resource = self.resource(api_version, kind)
         with translating():
             result = resource.get(
                 namespace=self._namespace(resource, namespace),
                 label_selector=label_selector(labels) if labels else None,
+                field_selector=label_selector(fields) if fields else None,
             ).to_dict()
         items = result.get("items", [])
         for item in items:  # list items carry no apiVersion/kind of their own
@@ -307,6 +313,38 @@ class Cluster:
                 if event["type"] == "ERROR":
                     raise translate(_watch_error(raw))
                 yield event["type"], raw
+
+    def pod_log(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        container: str | None = None,
+        follow: bool = False,
+        tail_lines: int | None = None,
+        limit_bytes: int | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[bytes]:
+        """A pod's log through the API server (`pods/log`), in chunks as they arrive; with
+        `follow`, until the container ends or `timeout` seconds pass without data."""
+        core = client.CoreV1Api(self.api_client)
+        kwargs: dict[str, Any] = {"follow": follow, "_preload_content": False}
+        for key, value in (
+            ("container", container),
+            ("tail_lines", tail_lines),
+            ("limit_bytes", limit_bytes),
+            ("_request_timeout", timeout),
+        ):
+            if value is not None:
+                kwargs[key] = value
+        with translating():
+            # With _preload_content=False the client returns the raw urllib3 response.
+            response: Any = core.read_namespaced_pod_log(name, namespace, **kwargs)
+        try:
+            with translating():
+                yield from response.stream(4096, decode_content=True)
+        finally:
+            response.release_conn()
 
     def service_account_token(self, namespace: str, name: str, *, seconds: int = 3600) -> str:
         """A short-lived token of a ServiceAccount (TokenRequest), to act as that account."""

@@ -28,9 +28,15 @@ class Informer:
         reduce: Callable[[dict[str, Any]], dict[str, Any]],
         on_change: Callable[[], None],
         watch_timeout: int = 60,
+        labels: dict[str, str] | None = None,
+        namespace: str | None = None,
+        on_update: Callable[[dict[str, Any] | None, dict[str, Any] | None], None] | None = None,
     ) -> None:
+        """`on_update(old, new)` (reduced objects, None when absent) is called for each object
+        whose reduced form changed, also across a relist; `on_change()` after every batch."""
         self.cluster, self.api_version, self.kind = cluster, api_version, kind
         self.reduce, self.on_change, self.watch_timeout = reduce, on_change, watch_timeout
+        self.labels, self.namespace, self.on_update = labels, namespace, on_update
         self.store: dict[str, dict[str, Any]] = {}
         self.synced = False
 
@@ -40,8 +46,12 @@ class Informer:
         return f"{meta.get('namespace') or ''}/{meta['name']}"
 
     def relist(self) -> str | None:
-        items, version = self.cluster.list_with_version(self.api_version, self.kind)
-        self.store = {self.key(obj): self.reduce(obj) for obj in items}
+        items, version = self.cluster.list_with_version(
+            self.api_version, self.kind, labels=self.labels, namespace=self.namespace
+        )
+        old, self.store = self.store, {self.key(obj): self.reduce(obj) for obj in items}
+        for key in old.keys() | self.store.keys():
+            self._updated(old.get(key), self.store.get(key))
         self.synced = True
         self.on_change()
         return version
@@ -67,17 +77,32 @@ class Informer:
 
     def _watch(self, version: str | None) -> str | None:
         for kind, obj in self.cluster.watch(
-            self.api_version, self.kind, resource_version=version, timeout=self.watch_timeout
+            self.api_version,
+            self.kind,
+            resource_version=version,
+            timeout=self.watch_timeout,
+            labels=self.labels,
+            namespace=self.namespace,
         ):
             version = obj.get("metadata", {}).get("resourceVersion") or version
             if kind == "BOOKMARK":
                 continue
+            key = self.key(obj)
+            old = self.store.get(key)
             if kind == "DELETED":
-                self.store.pop(self.key(obj), None)
+                self.store.pop(key, None)
             else:
-                self.store[self.key(obj)] = self.reduce(obj)
+                self.store[key] = self.reduce(obj)
+            self._updated(old, self.store.get(key))
             self.on_change()
         return version
+
+    def _updated(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if self.on_update is not None and old != new:
+            try:
+                self.on_update(old, new)
+            except Exception:  # a failing handler must not stop the watch
+                log.exception("%s informer: update handler failed", self.kind)
 
 
 def wait_synced(informers: Sequence[Informer], timeout: float = 30) -> bool:

@@ -3,8 +3,12 @@ queues, and what looks broken (with the likely cause and the fix)."""
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+import yaml
+
+from .labels import MANAGED_BY, PORTAL, TENANT
 from .quantity import to_decimal
 
 GPU = "nvidia.com/gpu"
@@ -107,12 +111,86 @@ def reduce_name(obj: dict[str, Any]) -> dict[str, Any]:
     return {"name": obj["metadata"]["name"]}
 
 
+def reduce_claim(claim: dict[str, Any]) -> dict[str, Any]:
+    meta, spec = claim["metadata"], claim.get("spec") or {}
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta["name"],
+        "phase": (claim.get("status") or {}).get("phase") or "Pending",
+        "storage_class": spec.get("storageClassName") or "",
+        "created": str(meta.get("creationTimestamp") or ""),
+        "portal": (meta.get("labels") or {}).get(MANAGED_BY) == PORTAL,
+    }
+
+
+def reduce_storage_class(storage_class: dict[str, Any]) -> dict[str, Any]:
+    annotations = storage_class["metadata"].get("annotations") or {}
+    return {
+        "name": storage_class["metadata"]["name"],
+        "provisioner": storage_class.get("provisioner", ""),
+        "default": annotations.get("storageclass.kubernetes.io/is-default-class") == "true",
+    }
+
+
+SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"  # as Volcano's Helm chart names it
+
+
+def reduce_scheduler_config(configmap: dict[str, Any]) -> dict[str, Any]:
+    """The plugins vc-scheduler runs, from the ConfigMap its chart mounts as its config."""
+    name = configmap["metadata"]["name"]
+    plugins: set[str] = set()
+    for text in (configmap.get("data") or {}).values():
+        try:
+            conf = yaml.safe_load(text) or {}
+        except yaml.YAMLError:
+            continue
+        for tier in conf.get("tiers") or [] if isinstance(conf, dict) else []:
+            plugins |= {p.get("name", "") for p in tier.get("plugins") or []}
+    return {"name": name, "plugins": sorted(plugins)}
+
+
+def topology_ignored(
+    configs: list[dict[str, Any]], hypernodes: list[dict[str, Any]]
+) -> list[dict[str, str]]:
+    """HyperNodes describe the network but the scheduler does not run the plugin that reads
+    them: every job's networkTopology is silently ignored."""
+    config = next((c for c in configs if c["name"] == SCHEDULER_CONFIGMAP), None)
+    if config is None or not hypernodes or "network-topology-aware" in config["plugins"]:
+        return []
+    return [
+        {
+            "kind": "topology-ignored",
+            "subject": "Volcano scheduler",
+            "cause": f"The cluster has {len(hypernodes)} HyperNodes but vc-scheduler does not "
+            "run the network-topology-aware plugin: jobs' network topology is ignored.",
+            "fix": "Add network-topology-aware to a tier of the scheduler's configuration "
+            f"(ConfigMap {SCHEDULER_CONFIGMAP}).",
+        }
+    ]
+
+
+def reduce_quota(quota: dict[str, Any]) -> dict[str, Any]:
+    meta = quota["metadata"]
+    hard = (quota.get("spec") or {}).get("hard") or {}
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta["name"],
+        "tenant": (meta.get("labels") or {}).get(TENANT, ""),
+        "gpus": _int(hard.get(f"requests.{GPU}")) if f"requests.{GPU}" in hard else None,
+    }
+
+
 def snapshot(
     nodes: list[dict[str, Any]],
     pods: list[dict[str, Any]],
     queues: list[dict[str, Any]],
     runtime_classes: list[dict[str, Any]],
     hypernodes: list[dict[str, Any]],
+    claims: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    storage_classes: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    quotas: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    scheduler_configs: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """The console's view of the cluster, from reduced objects."""
     used: dict[str, int] = {}
@@ -167,7 +245,10 @@ def snapshot(
         "queues": sorted(queues, key=lambda q: q["name"]),
         "runtime_classes": sorted(r["name"] for r in runtime_classes),
         "hypernodes": topology(hypernodes, rows),
-        "diagnostics": diagnose(rows, queues, runtime_classes, totals),
+        "diagnostics": diagnose(rows, queues, runtime_classes, totals)
+        + unbound_claims(claims, storage_classes, now or datetime.now(UTC))
+        + queue_quota_disagreements(queues, quotas)
+        + topology_ignored(scheduler_configs, hypernodes),
     }
 
 
@@ -228,6 +309,78 @@ def diagnose(
             }
         )
     return found
+
+
+CLAIM_GRACE_SECONDS = 120
+
+
+def unbound_claims(
+    claims: list[dict[str, Any]], storage_classes: list[dict[str, Any]], now: datetime
+) -> list[dict[str, str]]:
+    """The portal's claims left unbound for minutes, with the likely cause: no default
+    StorageClass, a class that does not exist, or a provisioner that does not answer."""
+    classes = {c["name"]: c for c in storage_classes}
+    default = next((c["name"] for c in storage_classes if c["default"]), "")
+    stuck: dict[str, list[str]] = {}
+    for claim in claims:
+        created = _timestamp(claim["created"])
+        young = created is not None and (now - created).total_seconds() < CLAIM_GRACE_SECONDS
+        if not claim["portal"] or claim["phase"] != "Pending" or young:
+            continue
+        stuck.setdefault(claim["storage_class"], []).append(f"{claim['namespace']}/{claim['name']}")
+    found = []
+    for name, which in sorted(stuck.items()):
+        more = ", ..." if len(which) > 3 else ""
+        subject = f"{len(which)} volume claims ({', '.join(which[:3])}{more})"
+        if not name and not default:
+            cause = "They name no StorageClass and the cluster has no default one."
+            fix = "Mark a StorageClass as the default, or set the templates' storage class."
+        elif name and name not in classes:
+            cause = f"They ask for StorageClass {name}, which does not exist."
+            fix = "Create that StorageClass or change the templates' storage class."
+        else:
+            klass = classes.get(name or default, {})
+            cause = (
+                f"StorageClass {name or default} (provisioner "
+                f"{klass.get('provisioner', '?')}) has not created their volumes; their jobs "
+                "cannot be scheduled until it does."
+            )
+            fix = "Check that the storage provisioner (CSI driver) runs and look at its logs."
+        found.append({"kind": "claims-unbound", "subject": subject, "cause": cause, "fix": fix})
+    return found
+
+
+def queue_quota_disagreements(
+    queues: list[dict[str, Any]], quotas: list[dict[str, Any]]
+) -> list[dict[str, str]]:
+    """A tenant's Volcano queue and ResourceQuota allow different GPUs (someone edited one by
+    hand): Volcano may admit a job whose pods the quota then refuses, or the other way round."""
+    by_queue = {q["name"]: q for q in queues}
+    found = []
+    for quota in quotas:
+        queue = by_queue.get(quota["namespace"])
+        if not quota["tenant"] or queue is None or quota["gpus"] is None:
+            continue
+        if queue["capability"] != quota["gpus"]:
+            found.append(
+                {
+                    "kind": "queue-quota-disagree",
+                    "subject": f"tenant {quota['tenant']}",
+                    "cause": f"Its Volcano queue allows {queue['capability']} GPUs but its "
+                    f"ResourceQuota {quota['gpus']}: jobs can be half-created or wait forever.",
+                    "fix": "Undo the hand edit, or sync the tenant from the portal (it sets both "
+                    "from the tenant's quota).",
+                }
+            )
+    return found
+
+
+def _timestamp(value: str) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def unfittable(task_gpus: int, task_product: str, nodes: list[dict[str, Any]]) -> str:

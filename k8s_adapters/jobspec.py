@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .names import ssh_keys_secret, workspace_claim
+from .quantity import to_decimal
+
 
 @dataclass(frozen=True)
 class Port:
@@ -71,16 +74,25 @@ class JobSpec:
         return sum(t.gpus * t.replicas for t in self.tasks)
 
     @property
+    def total_cpu_millicores(self) -> int:
+        """CPU requested by all pods together, as the ResourceQuota and the queue count it."""
+        return sum(int(to_decimal(t.cpu) * 1000) * t.replicas for t in self.tasks)
+
+    @property
+    def total_memory_mib(self) -> int:
+        return sum(int(to_decimal(t.memory) / 2**20) * t.replicas for t in self.tasks)
+
+    @property
     def total_replicas(self) -> int:
         return sum(t.replicas for t in self.tasks)
 
     @property
     def workspace_claim(self) -> str:
-        return f"{self.name}-workspace"
+        return workspace_claim(self.name)
 
     @property
     def ssh_secret(self) -> str:
-        return f"{self.name}-ssh-keys"
+        return ssh_keys_secret(self.name)
 
     # -- codec ---------------------------------------------------------------------------------
 

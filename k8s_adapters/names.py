@@ -11,6 +11,24 @@ def short_hash(*parts: str, length: int = 10) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:length]
 
 
+# The objects a job owns besides its Volcano job, named after it. A data volume may not end in
+# these (it would take a job's claim); job names stay short enough (jobs/spec.py JOB_NAME_MAX)
+# for them and for Volcano's `<job>-<task>-<index>` pod names to be DNS labels.
+WORKSPACE_SUFFIX = "-workspace"
+SSH_KEYS_SUFFIX = "-ssh-keys"
+JOB_OBJECT_SUFFIXES = (WORKSPACE_SUFFIX, SSH_KEYS_SUFFIX)
+
+
+def workspace_claim(job: str) -> str:
+    """The job's scratch disk (a PVC)."""
+    return f"{job}{WORKSPACE_SUFFIX}"
+
+
+def ssh_keys_secret(job: str) -> str:
+    """The Secret with the owner's SSH public keys."""
+    return f"{job}{SSH_KEYS_SUFFIX}"
+
+
 def endpoint_service(endpoint_id: int, job: str, endpoint: str) -> str:
     """The Service exposing one endpoint (its route objects share the name): `ep<id>-<job>-
     <port>`, unique by the endpoint's id and readable after it. It never holds `--`: Traefik

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .jobspec import JobSpec, Policy, Task
-from .labels import portal_labels
+from .labels import TENANT, portal_labels
 
 VCJOB_API = "batch.volcano.sh/v1alpha1"
 BUS_API = "bus.volcano.sh/v1alpha1"
@@ -263,6 +263,18 @@ def read_job(vcjob: dict) -> JobStatus:
         message=state.get("message") or "",
         counts={k: int(status.get(k) or 0) for k in COUNTERS},
     )
+
+
+def reduce_vcjob(vcjob: dict) -> dict[str, Any]:
+    """What the job watcher compares: which portal job, and what Volcano says of it."""
+    status = read_job(vcjob)
+    labels = vcjob["metadata"].get("labels") or {}
+    return {
+        "tenant": labels.get(TENANT, ""),
+        "name": status.name,
+        "phase": status.phase,
+        "counts": status.counts,
+    }
 
 
 def podgroup_name(job_name: str, job_uid: str) -> str:

@@ -172,6 +172,10 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Portal API",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.schema_links.add_links",
+    ],
 }
 
 # LOG_FORMAT=json: one JSON object a line (core.logs.JsonFormatter); text otherwise.
@@ -205,6 +209,14 @@ CELERY_BEAT_SCHEDULE["jobs"] = {
     "schedule": timedelta(seconds=JOB_SYNC_INTERVAL),
     "options": {"expires": JOB_SYNC_INTERVAL},
 }
+
+# Where Volcano runs: the collector reads its scheduler's configuration ConfigMap there.
+VOLCANO_NAMESPACE = env.str("VOLCANO_NAMESPACE", default="volcano-system")
+
+# Job logs (pods/log through the API server): how long one request follows a running
+# container, and the most one download or view returns.
+LOG_FOLLOW_SECONDS = env.int("LOG_FOLLOW_SECONDS", default=600)
+LOG_DOWNLOAD_LIMIT_BYTES = env.int("LOG_DOWNLOAD_LIMIT_BYTES", default=50 * 2**20)
 
 # -- Job endpoints ----------------------------------------------------------------------------
 # How exposed ports are reached: "ingress" (an SSO-protected URL), "nodeport", "loadbalancer" or

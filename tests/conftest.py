@@ -4,6 +4,7 @@ real Celery worker process."""
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -13,6 +14,7 @@ import pytest
 import redis as redis_lib
 from django.conf import settings
 
+from core import snapshot as store
 from portal.celery import app as celery_app
 from tests import processes
 
@@ -235,3 +237,25 @@ def sign_in(page, base_url, username, password):
     page.fill("#id_password", password)
     page.click("form.stacked button[type=submit]")
     page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
+
+@pytest.fixture
+def collector(cluster, settings, tmp_path):
+    env = {
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "KUBECONFIG": settings.KUBECONFIG,
+        "DEBUG": "true",
+    }
+    store._redis().delete(store.KEY, store.HISTORY_KEY)
+    args = [sys.executable, "manage.py", "collect_cluster", "--interval", "0.2"]
+    args += ["--history-interval", "1"]
+    with processes.running(
+        args,
+        log=tmp_path / "collector.log",
+        env=env,
+        ready=store.read,
+        what="the collector's first snapshot",
+        stop_signal=signal.SIGINT,
+    ) as proc:
+        yield proc

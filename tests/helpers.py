@@ -15,3 +15,15 @@ def wait_for(predicate, timeout=15, interval=0.2, message="condition"):
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+def our_writes(obj):
+    """The object's generation and when the portal's field manager last changed it: Volcano's
+    controllers write status on their own schedule, so resourceVersion may move
+    without the portal writing anything."""
+    times = [
+        m.get("time")
+        for m in obj["metadata"].get("managedFields") or []
+        if m["manager"] == "gpu-portal"
+    ]
+    return obj["metadata"].get("generation"), times

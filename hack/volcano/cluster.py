@@ -2,6 +2,7 @@
 
     cluster.py --kubeconfig K webhooks --url https://127.0.0.1:P --ca-file CA --paths /jobs/...
     cluster.py --kubeconfig K release
+    cluster.py --kubeconfig K scheduler-config --file hack/volcano/scheduler.conf
     cluster.py --kubeconfig K wait-queue default
     cluster.py --kubeconfig K seed --nodes 8 --leaves 4 --spines 2
 
@@ -99,6 +100,19 @@ def webhooks(cluster, args):
     ca_bundle = base64.b64encode(Path(args.ca_file).read_bytes()).decode()
     cluster.apply(build_webhook_configuration(p, args.url, ca_bundle) for p in paths)
     print(f"webhook configurations for {', '.join(paths)}", file=sys.stderr)
+
+
+def scheduler_config(cluster, args):
+    """Publish the scheduler's configuration where Volcano's Helm chart keeps it (the portal's
+    collector reads it from there); vc-scheduler itself reads the file."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": args.namespace}}
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "volcano-scheduler-configmap", "namespace": args.namespace},
+        "data": {"volcano-scheduler.conf": Path(args.file).read_text()},
+    }
+    cluster.apply([namespace, configmap])
 
 
 def release(cluster, args):
@@ -237,6 +251,11 @@ def main():
     hooks.set_defaults(run=webhooks)
 
     sub.add_parser("release").set_defaults(run=release)
+
+    conf = sub.add_parser("scheduler-config")
+    conf.add_argument("--file", required=True)
+    conf.add_argument("--namespace", default="volcano-system")
+    conf.set_defaults(run=scheduler_config)
 
     queue = sub.add_parser("wait-queue")
     queue.add_argument("name")

@@ -37,6 +37,10 @@ class Job(Reconciled):
     # The GPUs the spec asks for, kept beside it so admission can sum them in one query.
     gpus = models.PositiveIntegerField()
     storage_gib = models.PositiveIntegerField(default=0, help_text="Its workspace disk's size.")
+    # CPU and memory its pods request together: admission counts them against the tenant's
+    # quota like GPUs, so the ResourceQuota and the Volcano queue never refuse what it admitted.
+    cpu_millicores = models.PositiveBigIntegerField(default=0)
+    memory_mib = models.PositiveBigIntegerField(default=0)
     networks = models.JSONField(
         default=list, blank=True, help_text="Requested secondary networks: [{pool, static_ip}]."
     )
@@ -78,6 +82,12 @@ class Job(Reconciled):
     @property
     def is_finished(self):
         return self.state in FINISHED
+
+    @property
+    def has_pod_counts(self):
+        """Volcano zeroes every counter once a job completes (its pods are gone): nothing to
+        show then."""
+        return any(self.counts.values()) if isinstance(self.counts, dict) else False
 
     def job_spec(self) -> JobSpec:
         return JobSpec.from_dict(self.spec)

@@ -1,3 +1,4 @@
+import time
 import uuid
 
 import pytest
@@ -5,6 +6,7 @@ from django.core.management import call_command
 
 from jobs import services
 from jobs.models import JobTemplate
+from jobs.tasks import reconcile_job
 from k8s_adapters.tenant import QUEUE_API
 from tenants import services as tenant_services
 from tenants.choices import Role
@@ -26,7 +28,13 @@ def team(db, cluster, django_capture_on_commit_callbacks):
     slug = f"team-{uuid.uuid4().hex[:8]}"
     with django_capture_on_commit_callbacks(execute=True):
         tenant = tenant_services.create_tenant(
-            actor=admin, slug=slug, display_name="Team", gpu_quota=24, queue_weight=1
+            actor=admin,
+            slug=slug,
+            display_name="Team",
+            gpu_quota=24,
+            cpu_quota=256,  # a DDP job (3 x 32 cores) fits
+            memory_quota_gib=2048,
+            queue_weight=1,
         )
     users = {"admin": admin}
     for name, role in [("alice", Role.ADMIN), ("bob", Role.RESEARCHER), ("dave", Role.VIEWER)]:
@@ -36,18 +44,6 @@ def team(db, cluster, django_capture_on_commit_callbacks):
     yield {"tenant": tenant, **users}
     cluster.delete(QUEUE_API, "Queue", tenant.queue_name)
     cluster.delete("v1", "Namespace", tenant.namespace)
-
-
-def set_phase(cluster, job, phase, **counts):
-    """Play Volcano's controller: write the Volcano job's status."""
-    cluster.apply_status(
-        {
-            "apiVersion": "batch.volcano.sh/v1alpha1",
-            "kind": "Job",
-            "metadata": {"name": job.name, "namespace": job.tenant.namespace},
-            "status": {"state": {"phase": phase}, **counts},
-        }
-    )
 
 
 @pytest.fixture
@@ -63,3 +59,27 @@ def launch(team, django_capture_on_commit_callbacks):
         return job
 
     return launch
+
+
+def settle(job, *states, timeout=60):
+    """Reconcile the job (what the periodic resync does) until it reaches one of `states`; the
+    job, refreshed. Fails with the job's own account of itself when it does not."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reconcile_job(job.pk)
+        job.refresh_from_db()
+        if job.state in states:
+            return job
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"job {job.name} is {job.state} (phase {job.phase or '-'}) after {timeout}s, "
+                f"not {' or '.join(states)}: {job.pending_reason or job.message}"
+            )
+        time.sleep(0.3)
+
+
+def job_pods(cluster, job):
+    """The job's pods as Volcano's job controller created them."""
+    return cluster.list(
+        "v1", "Pod", namespace=job.tenant.namespace, labels={"volcano.sh/job-name": job.name}
+    )

@@ -33,10 +33,12 @@ READS = [
     "/tenants/{slug}/jobs/",
     "/tenants/{slug}/jobs/bobs/",
     "/tenants/{slug}/jobs/bobs/status/",
+    "/tenants/{slug}/jobs/bobs/logs/",
     "/tenants/{slug}/volumes/",
     "/api/v1/tenants/{slug}/jobs/",
     "/api/v1/tenants/{slug}/jobs/bobs/",
     "/api/v1/tenants/{slug}/jobs/bobs/events/",
+    "/api/v1/tenants/{slug}/jobs/bobs/pods/",
     "/api/v1/tenants/{slug}/volumes/",
 ]
 WRITES = [

@@ -9,20 +9,22 @@ from jobs import services
 from jobs.admission import queue_position
 from jobs.choices import JobState
 from jobs.models import Job
-from jobs.tasks import reconcile_job
 from k8s_adapters.quantity import to_decimal
 from k8s_adapters.volcano import VCJOB_API
 from tenants.models import Tenant
-from tests.jobs.conftest import set_phase
+from tests.jobs.conftest import settle
+
+FINISHES = "sh -c 'sleep 1; exit 0'"  # a simulated container with this command ends at once
 
 
-def launch(team, version, who="bob", gpus=8, name=None):
+def launch(team, version, who="bob", gpus=8, name=None, command=None):
+    overrides = {"gpus": gpus, **({"command": command} if command else {})}
     job, _ = services.launch_job(
         team["tenant"],
         team[who],
         actor=team[who],
         template_version=version,
-        overrides={"gpus": gpus},
+        overrides=overrides,
         name=name or "",
     )
     job.refresh_from_db()
@@ -53,15 +55,15 @@ def test_jobs_beyond_the_quota_wait_in_order_and_start_as_gpus_free(
     single = templates["single-gpu"]
     with django_capture_on_commit_callbacks(execute=True):
         first, second, third, fourth, fifth = (
-            launch(team, single, name=f"j{i}") for i in range(1, 6)
+            launch(team, single, name=f"j{i}", command=FINISHES if i == 1 else None)
+            for i in range(1, 6)
         )
     assert states(first, second, third, fourth, fifth) == ["pending"] * 3 + ["queued"] * 2
     assert (queue_position(fourth), queue_position(fifth)) == (1, 2)
     assert cluster.get(VCJOB_API, "Job", "j4", team["tenant"].namespace) is None
 
-    set_phase(cluster, first, "Completed", succeeded=1)
     with django_capture_on_commit_callbacks(execute=True):
-        reconcile_job(first.pk)
+        settle(first, JobState.SUCCEEDED)
     assert states(first, fourth, fifth) == ["succeeded", "pending", "queued"]
     assert queue_position(Job.objects.get(pk=fifth.pk)) == 1
     assert cluster.get(VCJOB_API, "Job", "j4", team["tenant"].namespace) is not None
@@ -120,8 +122,8 @@ def test_parallel_launches_never_put_more_gpus_in_the_cluster_than_the_quota(
     assert cluster_gpus(cluster, namespace) == 24
 
     done = holding.order_by("queued_at").first()
-    set_phase(cluster, done, "Completed", succeeded=1)
-    reconcile_job(done.pk)
+    services.cancel_job(done, actor=team["bob"])  # through Volcano's abort, for real
+    settle(done, JobState.CANCELLED)
     assert cluster_gpus(cluster, namespace) == 24  # 20 still held + the next 4 admitted
     head = Job.objects.filter(state=JobState.QUEUED).order_by("queued_at").first()
     admitted = (
@@ -144,26 +146,26 @@ def test_jobs_wait_for_storage_quota_instead_of_failing_in_the_cluster(
         tenant_services.update_tenant(team["tenant"], actor=team["admin"], storage_quota_gib=100)
     single = templates["single-gpu"]
 
-    def launch_disk(name):
+    def launch_disk(name, **overrides):
         job, _ = services.launch_job(
             team["tenant"],
             team["bob"],
             actor=team["bob"],
             template_version=single,
-            overrides={"gpus": 1, "workspace_gib": 40},
+            overrides={"gpus": 1, "workspace_gib": 40, **overrides},
             name=name,
         )
         return job
 
     with django_capture_on_commit_callbacks(execute=True):
-        first, second, third = (launch_disk(f"disk-{i}") for i in range(3))
+        first = launch_disk("disk-0", command=FINISHES)
+        second, third = (launch_disk(f"disk-{i}") for i in range(1, 3))
     assert states(first, second, third) == ["pending", "pending", "queued"]
     assert Job.objects.get(pk=third.pk).message == ""
     assert Job.objects.filter(state=JobState.ERROR).count() == 0
 
-    set_phase(cluster, first, "Completed", succeeded=1)
     with django_capture_on_commit_callbacks(execute=True):
-        reconcile_job(first.pk)
+        settle(first, JobState.SUCCEEDED)
     assert states(third) == ["queued"]  # a finished job's workspace still holds its storage
     with django_capture_on_commit_callbacks(execute=True):
         services.delete_job(Job.objects.get(pk=first.pk), actor=team["bob"])

@@ -10,8 +10,9 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from jobs import endpoints, services
+from jobs.choices import JobState
 from jobs.models import Endpoint
-from jobs.tasks import reclaim_endpoints, reconcile_job
+from jobs.tasks import reclaim_endpoints
 from k8s_adapters.routing import GATEWAY_API, TRAEFIK_API
 from tenants.models import Tenant
 
@@ -171,11 +172,15 @@ def test_extensions_stay_within_the_tenant_maximum_and_only_owners_or_admins_ext
     assert endpoints.extend(jupyter, hours=2, actor=team["alice"]).expires_at > timezone.now()
 
 
-def test_a_finished_job_loses_its_routes(cluster, team, notebook):
-    from tests.jobs.conftest import set_phase
+def test_a_finished_job_loses_its_routes(
+    cluster, team, notebook, django_capture_on_commit_callbacks
+):
+    from tests.jobs.conftest import settle
 
-    set_phase(cluster, notebook, "Completed")
-    reconcile_job(notebook.pk)
+    settle(notebook, JobState.RUNNING)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_job(notebook, actor=team["bob"])  # it ends through Volcano's abort
+    settle(notebook, JobState.CANCELLED)
     jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
     assert cluster.get(*ROUTE, jupyter.service_name, team["tenant"].namespace) is None
 

@@ -8,13 +8,14 @@ from hypothesis import strategies as st
 
 from jobs import services
 from jobs import spec as specs
+from jobs.choices import JobState
 from jobs.models import DataVolume, Endpoint, Job
 from jobs.tasks import reconcile_data_volume, reconcile_job
 from k8s_adapters.names import endpoint_host_label, identity_label
 from k8s_adapters.routing import DRIVERS, AuthSpec, EndpointSpec, endpoint_objects
 from k8s_adapters.volcano import VCJOB_API, build_job
 from tests.helpers import wait_for
-from tests.jobs.conftest import set_phase
+from tests.jobs.conftest import settle
 from tests.tenants.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -218,8 +219,7 @@ def test_a_volcano_job_deleted_after_it_ran_is_never_created_again(
     cluster, team, templates, launch
 ):
     job = launch(templates["single-gpu"], name="gone")
-    set_phase(cluster, job, "Running", running=1)
-    reconcile_job(job.pk)
+    settle(job, JobState.RUNNING)
     cluster.delete(VCJOB_API, "Job", "gone", team["tenant"].namespace)  # an admin, or a TTL
     reconcile_job(job.pk)
     reconcile_job(job.pk)

@@ -52,16 +52,21 @@ def job_specs(draw):
             unique=True,
         )
     )
+    numbers = draw(  # a port of a task is exposed once
+        st.lists(
+            st.integers(1, 65535), min_size=len(port_names), max_size=len(port_names), unique=True
+        )
+    )
     ports = tuple(
         Port(
             name=name,
             task=draw(st.sampled_from([t.name for t in job_tasks])),
-            container_port=draw(st.integers(1, 65535)),
+            container_port=number,
             protocol="http",
             mode=draw(st.sampled_from(["", "ingress", "nodeport"])),
             private=draw(st.booleans()),
         )
-        for name in port_names
+        for name, number in zip(port_names, numbers, strict=True)
     )
     mode = draw(st.sampled_from(["", "hard", "soft"]))
     env_names = st.from_regex(r"[A-Z_][A-Z0-9_]{0,10}", fullmatch=True)

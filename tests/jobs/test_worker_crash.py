@@ -21,7 +21,9 @@ def test_a_killed_worker_converges_after_restart(
     cluster, team, templates, session_worker, queued_tasks, tmp_path, settings
 ):
     settings.RECONCILE_DEDUP_SECONDS = 2
-    Tenant.objects.filter(pk=team["tenant"].pk).update(gpu_quota=100, max_running_jobs=100)
+    Tenant.objects.filter(pk=team["tenant"].pk).update(
+        gpu_quota=100, cpu_quota=400, max_running_jobs=100
+    )
     namespace = team["tenant"].namespace
     session_worker.stop()  # only the worker this test kills may take these tasks
     with worker_process(tmp_path / "first.log") as worker:
@@ -53,7 +55,7 @@ def test_a_killed_worker_converges_after_restart(
 
         wait_for(converged, timeout=60, interval=3, message="every job in the cluster")
         wait_for(
-            lambda: all(j.state == JobState.PENDING for j in Job.objects.all()),
+            lambda: all(j.state in (JobState.PENDING, JobState.RUNNING) for j in Job.objects.all()),
             timeout=30,
             message="every job to observe its Volcano job",
         )

@@ -4,17 +4,28 @@ reading its snapshot."""
 import os
 import signal
 import subprocess
-import sys
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from rest_framework.test import APIClient
 
 from core import snapshot as store
-from k8s_adapters.inventory import diagnose, reduce_node, reduce_pod, snapshot
+from k8s_adapters.inventory import (
+    diagnose,
+    queue_quota_disagreements,
+    reduce_claim,
+    reduce_node,
+    reduce_pod,
+    reduce_quota,
+    reduce_scheduler_config,
+    reduce_storage_class,
+    snapshot,
+    topology_ignored,
+    unbound_claims,
+)
 from k8s_adapters.nodes import SimulatedNode, build_node, build_node_status
-from tests import processes
-from tests.conftest import ROOT, _database_url
+from tests.conftest import ROOT
 from tests.helpers import wait_for
 from tests.tenants.conftest import make_user
 
@@ -97,28 +108,6 @@ def test_broken_nodes_and_settings_produce_their_diagnostics():
     ]
     assert "runtimeClassName: nvidia" in rows[3]["fix"]
     assert diagnose([], [], [], {"allocatable": 0}) == []
-
-
-@pytest.fixture
-def collector(cluster, settings, tmp_path):
-    env = {
-        "DATABASE_URL": _database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "KUBECONFIG": settings.KUBECONFIG,
-        "DEBUG": "true",
-    }
-    store._redis().delete(store.KEY, store.HISTORY_KEY)
-    args = [sys.executable, "manage.py", "collect_cluster", "--interval", "0.2"]
-    args += ["--history-interval", "1"]
-    with processes.running(
-        args,
-        log=tmp_path / "collector.log",
-        env=env,
-        ready=store.read,
-        what="the collector's first snapshot",
-        stop_signal=signal.SIGINT,
-    ) as proc:
-        yield proc
 
 
 @pytest.fixture
@@ -332,3 +321,93 @@ def test_the_history_chart_plots_samples_oldest_first():
     assert chart["used"] == "0.0,100.0 100.0,50.0 200.0,0.0"
     assert chart["allocatable"] == "0.0,0.0 100.0,0.0 200.0,0.0"
     assert store.chart(samples[:1]) is None
+
+
+def claim_obj(name, storage_class="", phase="Pending", age_s=600, portal=True):
+    created = datetime.now(UTC) - timedelta(seconds=age_s)
+    labels = {"app.kubernetes.io/managed-by": "gpu-portal"} if portal else {}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "tenant-vision",
+            "labels": labels,
+            "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        "spec": {"storageClassName": storage_class} if storage_class else {},
+        "status": {"phase": phase},
+    }
+
+
+def storage_class_obj(name, default=False, provisioner="csi.example.org"):
+    annotations = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+    return {"metadata": {"name": name, "annotations": annotations}, "provisioner": provisioner}
+
+
+@pytest.mark.parametrize(
+    ("claim", "classes", "cause"),
+    [
+        (claim_obj("a-workspace"), [], "no default one"),
+        (claim_obj("b-workspace", "fast"), [storage_class_obj("slow")], "fast, which does not"),
+        (
+            claim_obj("c-workspace"),
+            [storage_class_obj("local", default=True)],
+            "StorageClass local (provisioner csi.example.org) has not created",
+        ),
+    ],
+)
+def test_claims_left_unbound_say_which_storage_setting_is_missing(claim, classes, cause):
+    found = unbound_claims(
+        [reduce_claim(claim)], [reduce_storage_class(c) for c in classes], datetime.now(UTC)
+    )
+    assert [d["kind"] for d in found] == ["claims-unbound"]
+    assert cause in found[0]["cause"]
+
+
+def test_young_bound_and_foreign_claims_are_not_diagnosed():
+    claims = [
+        claim_obj("young", age_s=10),
+        claim_obj("bound", phase="Bound"),
+        claim_obj("theirs", portal=False),
+    ]
+    assert unbound_claims([reduce_claim(c) for c in claims], [], datetime.now(UTC)) == []
+
+
+def test_a_queue_and_quota_edited_apart_are_reported_per_tenant():
+    quota = {
+        "metadata": {
+            "name": "tenant-quota",
+            "namespace": "tenant-vision",
+            "labels": {"gpu-portal.io/tenant": "vision"},
+        },
+        "spec": {"hard": {"requests.nvidia.com/gpu": "16"}},
+    }
+    queues = [{"name": "tenant-vision", "capability": 8}]
+    [found] = queue_quota_disagreements(queues, [reduce_quota(quota)])
+    assert found["subject"] == "tenant vision"
+    assert "allows 8 GPUs but its ResourceQuota 16" in found["cause"]
+    assert (
+        queue_quota_disagreements(
+            [{"name": "tenant-vision", "capability": 16}], [reduce_quota(quota)]
+        )
+        == []
+    )
+
+
+def scheduler_configmap(conf_text):
+    return {
+        "metadata": {"name": "volcano-scheduler-configmap"},
+        "data": {"volcano-scheduler.conf": conf_text},
+    }
+
+
+def test_hypernodes_without_the_topology_plugin_are_diagnosed():
+    conf = (ROOT / "hack" / "volcano" / "scheduler.conf").read_text()  # what the test bed runs
+    hypernodes = [{"name": "leaf-0", "tier": 1, "members": []}]
+    running = reduce_scheduler_config(scheduler_configmap(conf))
+    assert "network-topology-aware" in running["plugins"]
+    assert topology_ignored([running], hypernodes) == []
+    stock = conf.replace("  - name: network-topology-aware\n", "  - name: unrelated\n")
+    [found] = topology_ignored([reduce_scheduler_config(scheduler_configmap(stock))], hypernodes)
+    assert found["kind"] == "topology-ignored"
+    assert "network topology is ignored" in found["cause"]
+    assert topology_ignored([], hypernodes) == []  # config not readable: no guess

@@ -12,7 +12,6 @@ from jobs.models import Endpoint
 from k8s_adapters.volcano import VCJOB_API
 from tenants.models import Tenant
 from tests.helpers import wait_for
-from tests.jobs.conftest import set_phase
 from tests.router import RouterClient, endpoint_slice
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,13 +48,14 @@ def test_the_readme_snippet_creates_the_job_and_endpoints_that_answer_for_the_ow
             message=f"the {name} Service",
         )
 
-    from jobs.models import Job
-
-    set_phase(cluster, Job.objects.get(name="llama-sft-001"), "Running", running=1)
     from jobs.tasks import resync_jobs
 
-    resync_jobs()
-    assert client.wait(job, "running", timeout=30, interval=0.5)["state"] == "running"
+    def running():
+        resync_jobs()  # what beat does every few seconds; the pod runs on a KWOK node
+        return client.get(job)["state"] == "running"
+
+    wait_for(running, timeout=60, interval=1, message="the job running")
+    assert client.wait(job, "running", timeout=5, interval=0.5)["state"] == "running"
     urls = client.endpoints(job)
     rows = {e.name: e for e in Endpoint.objects.filter(job__name="llama-sft-001")}
     assert urls == {

@@ -8,7 +8,7 @@ from tenants import services
 from tenants.choices import TenantState
 from tenants.models import Tenant
 from tenants.tasks import reconcile_tenant, resync_tenants
-from tests.helpers import wait_for
+from tests.helpers import our_writes, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -61,9 +61,9 @@ def test_editing_the_quota_updates_quota_and_queue(
 
 def test_reconciling_twice_writes_nothing_the_second_time(cluster, create):
     tenant = create(gpu_quota=4)
-    before = {k: v["metadata"]["resourceVersion"] for k, v in objects(cluster, tenant).items()}
+    before = {k: our_writes(v) for k, v in objects(cluster, tenant).items()}
     reconcile_tenant(tenant.pk)
-    after = {k: v["metadata"]["resourceVersion"] for k, v in objects(cluster, tenant).items()}
+    after = {k: our_writes(v) for k, v in objects(cluster, tenant).items()}
     assert before == after
 
 
@@ -147,52 +147,59 @@ def gpu_pod(cluster, namespace, name, gpus):
     )
 
 
-def vcjob(namespace, name, phase=None):
-    job = {
+def vcjob(namespace, queue, name):
+    """A Volcano job made without the portal (kubectl, a pipeline): its simulated pod runs for
+    8 s on a KWOK node and ends with code 0."""
+    return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "schedulerName": "volcano",
+            "queue": queue,
             "minAvailable": 1,
             "tasks": [
                 {
                     "name": "main",
                     "replicas": 1,
                     "template": {
-                        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": "busybox:1.36",
+                                    "command": ["sh", "-c", "sleep 8; exit 0"],
+                                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                                }
+                            ],
+                            "tolerations": [{"operator": "Exists"}],
+                        }
                     },
                 }
             ],
         },
     }
-    return job
 
 
-def set_phase(cluster, namespace, name, phase):
-    cluster.apply_status(
-        {
-            "apiVersion": "batch.volcano.sh/v1alpha1",
-            "kind": "Job",
-            "metadata": {"name": name, "namespace": namespace},
-            "status": {"state": {"phase": phase}},
-        }
-    )
+def phase(cluster, namespace, name):
+    job = cluster.get("batch.volcano.sh/v1alpha1", "Job", name, namespace) or {}
+    return ((job.get("status") or {}).get("state") or {}).get("phase")
 
 
 def test_archiving_is_refused_while_jobs_are_active_and_lists_them(
     cluster, create, admin_user, django_capture_on_commit_callbacks
 ):
     tenant = create(gpu_quota=8)
-    cluster.apply_one(vcjob(tenant.namespace, "llama-sft"))
-    set_phase(cluster, tenant.namespace, "llama-sft", "Running")
+    cluster.apply_one(vcjob(tenant.namespace, tenant.queue_name, "llama-sft"))
+    wait_for(lambda: phase(cluster, tenant.namespace, "llama-sft") == "Running", timeout=30)
     with pytest.raises(services.ValidationError) as caught:
         services.archive_tenant(tenant, actor=admin_user)
     assert "Volcano job llama-sft (Running)" in caught.value.messages[0]
     tenant.refresh_from_db()
     assert tenant.state == TenantState.ACTIVE
 
-    set_phase(cluster, tenant.namespace, "llama-sft", "Completed")
+    wait_for(lambda: phase(cluster, tenant.namespace, "llama-sft") == "Completed", timeout=30)
     with django_capture_on_commit_callbacks(execute=True):
         services.archive_tenant(tenant, actor=admin_user)
     tenant.refresh_from_db()

@@ -1,16 +1,25 @@
-"""Watch Nodes, GPU pods, Volcano Queues, HyperNodes and RuntimeClasses like informers, and keep
-the console's snapshot in Redis. Runs as its own service beside the worker."""
+"""Watch Nodes, GPU pods, Volcano Queues, HyperNodes, RuntimeClasses, claims, StorageClasses and
+ResourceQuotas like informers, and keep the console's snapshot (with its diagnostics) in Redis;
+watch the portal's Volcano jobs and reconcile a job as soon as Volcano changes its phase or pod
+counts (the periodic resync stays as the safety net). Runs as its own service beside the
+worker."""
 
 import threading
 import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db import close_old_connections
 from django.utils import timezone
 
 from core import snapshot as store
 from core.cluster import get_cluster
+from core.reconcile import enqueue
+from jobs.models import Job
 from k8s_adapters import inventory
 from k8s_adapters.informer import Informer, wait_synced
+from k8s_adapters.labels import MANAGED_BY, PORTAL
+from k8s_adapters.volcano import VCJOB_API, reduce_vcjob
 
 KINDS = [
     ("v1", "Node", inventory.reduce_node),
@@ -18,6 +27,9 @@ KINDS = [
     ("scheduling.volcano.sh/v1beta1", "Queue", inventory.reduce_queue),
     ("node.k8s.io/v1", "RuntimeClass", inventory.reduce_name),
     ("topology.volcano.sh/v1alpha1", "HyperNode", inventory.reduce_hypernode),
+    ("v1", "PersistentVolumeClaim", inventory.reduce_claim),
+    ("storage.k8s.io/v1", "StorageClass", inventory.reduce_storage_class),
+    ("v1", "ResourceQuota", inventory.reduce_quota),
 ]
 
 
@@ -45,7 +57,25 @@ class Command(BaseCommand):
             Informer(get_cluster(), api, kind, reduce=reduce, on_change=changed.set)
             for api, kind, reduce in KINDS
         ]
-        for informer in informers:
+        jobs = Informer(
+            get_cluster(),
+            VCJOB_API,
+            "Job",
+            reduce=reduce_vcjob,
+            on_change=lambda: None,
+            labels={MANAGED_BY: PORTAL},
+            on_update=follow_job,
+        )
+        scheduler = Informer(
+            get_cluster(),
+            "v1",
+            "ConfigMap",
+            reduce=inventory.reduce_scheduler_config,
+            on_change=changed.set,
+            namespace=settings.VOLCANO_NAMESPACE,
+        )
+        informers.append(scheduler)
+        for informer in [*informers, jobs]:
             threading.Thread(
                 target=informer.run, args=(stop,), daemon=True, name=informer.kind
             ).start()
@@ -74,7 +104,24 @@ class Command(BaseCommand):
             stores["Queue"],
             stores["RuntimeClass"],
             stores["HyperNode"],
+            claims=stores["PersistentVolumeClaim"],
+            storage_classes=stores["StorageClass"],
+            quotas=stores["ResourceQuota"],
+            scheduler_configs=stores["ConfigMap"],
         )
         snapshot["at"] = timezone.now().isoformat()
         store.write(snapshot)
         return snapshot
+
+
+def follow_job(old, new):
+    """Volcano changed a job's phase or counts (or it vanished): reconcile that job now."""
+    current = new or old
+    close_old_connections()  # a long-lived thread: drop a connection the database closed
+    pk = (
+        Job.objects.filter(tenant__slug=current["tenant"], name=current["name"])
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if pk is not None:
+        enqueue("jobs.reconcile_job", pk)

@@ -1,11 +1,10 @@
-"""Demo data for `make run`: users, two tenants with members, and simulated GPU nodes."""
+"""Demo data for `make run`: users, two tenants with members, templates and IP pools (the
+simulated GPU nodes come with the local control plane)."""
 
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from core.cluster import get_cluster
-from k8s_adapters.nodes import SimulatedNode, build_node, build_node_status
 from networking import services as network_services
 from networking.models import IPPool
 from tenants import services
@@ -53,12 +52,6 @@ POOLS = [
         "cni_type": "macvlan-bridge",
     },
 ]
-NODES = [
-    SimulatedNode("gpu-h100-01", 8),
-    SimulatedNode("gpu-h100-02", 8),
-    SimulatedNode("gpu-a100-01", 8, product="NVIDIA-A100-SXM4-80GB", gpu_memory_mib=81920),
-    SimulatedNode("gpu-a100-02", 4, product="NVIDIA-A100-SXM4-80GB", gpu_memory_mib=81920),
-]
 
 
 class Command(BaseCommand):
@@ -72,10 +65,6 @@ class Command(BaseCommand):
             name: self._user(name, password, staff=name == "admin")
             for name in ["admin", "alice", "bob", "charlie"]
         }
-        cluster = get_cluster()
-        for node in NODES:
-            cluster.apply_one(build_node(node))
-            cluster.apply_status(build_node_status(node))
         for fields in TENANTS:
             if not Tenant.objects.filter(slug=fields["slug"]).exists():
                 services.create_tenant(actor=users["admin"], **fields)
@@ -85,10 +74,7 @@ class Command(BaseCommand):
                 services.add_member(tenant, users[username], role, actor=users["admin"])
         call_command("seed_templates", stdout=self.stdout)
         self._pools(users["admin"])
-        self.stdout.write(
-            f"demo data: {len(users)} users, {len(TENANTS)} tenants, "
-            f"{len(NODES)} simulated GPU nodes"
-        )
+        self.stdout.write(f"demo data: {len(users)} users, {len(TENANTS)} tenants")
 
     def _pools(self, admin):
         tenants = list(Tenant.objects.filter(slug__in=[t["slug"] for t in TENANTS]))

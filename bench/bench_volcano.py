@@ -1,0 +1,232 @@
+"""Time to Running through the portal against the same jobs created directly through the API
+server, on the real Volcano and 100 simulated 8-GPU KWOK nodes, in the same run.
+
+- portal: 200 launch-form POSTs to the portal (granian, two Celery workers, the collector's watch
+  on Volcano jobs); a job counts as Running when the portal says so (its `started_at`).
+- direct: the same manifests (workspace PVC and Volcano job, as the portal builds them) applied
+  by a script; a job counts as Running when Volcano says so (the Volcano job's phase).
+
+Each job asks for 4 GPUs on one pod, so all 200 fit at once (2 per node). Target: the portal
+adds at most 10% at p50 and at p99.
+"""
+
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+from bench_launch import login
+from common import ROOT, percentile, setup_django, start, start_worker
+
+setup_django()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from core.cluster import get_cluster  # noqa: E402
+from jobs import services as job_services  # noqa: E402
+from jobs.models import Job  # noqa: E402
+from k8s_adapters.tenant import QUEUE_API  # noqa: E402
+from k8s_adapters.volcano import VCJOB_API, build_job, read_job  # noqa: E402
+from tenants import services as tenant_services  # noqa: E402
+from tenants.choices import Role  # noqa: E402
+from tenants.models import AuditEvent, Membership  # noqa: E402
+from tenants.tasks import reconcile_tenant  # noqa: E402
+
+JOBS, NODES, PORT = 200, 100, 8766
+PRODUCT = "BENCH-GPU-8"
+SPEC = {
+    "image": "registry.local/bench:1",
+    "command": ["python", "train.py"],  # a simulated container with this runs until deleted
+    "tasks": [
+        {
+            "name": "main",
+            "replicas": 1,
+            "gpus": 4,
+            "cpu": "2",
+            "memory": "8Gi",
+            "gpu_product": PRODUCT,
+        }
+    ],
+    "max_retry": 0,
+    "plugins": ["env"],
+    "volumes": {"workspace_gib": 1},
+}
+
+
+class Running(threading.Thread):
+    """When each Volcano job of a namespace was first seen Running (wall clock)."""
+
+    def __init__(self, cluster, namespace):
+        super().__init__(daemon=True)
+        self.cluster, self.namespace, self.at, self.stop = cluster, namespace, {}, False
+
+    def run(self):
+        _, version = self.cluster.list_with_version(VCJOB_API, "Job", namespace=self.namespace)
+        while not self.stop:
+            for kind, obj in self.cluster.watch(
+                VCJOB_API, "Job", namespace=self.namespace, resource_version=version, timeout=5
+            ):
+                version = obj["metadata"].get("resourceVersion", version)
+                if kind in ("ADDED", "MODIFIED") and read_job(obj).phase == "Running":
+                    self.at.setdefault(obj["metadata"]["name"], time.time())
+
+    def wait_all(self, names, timeout):
+        deadline = time.monotonic() + timeout
+        while not set(names) <= self.at.keys():
+            if time.monotonic() > deadline:
+                missing = sorted(set(names) - self.at.keys())
+                sys.exit(f"{len(missing)} jobs never ran, e.g. {missing[:3]}")
+            time.sleep(0.05)
+
+
+def seed_nodes():
+    subprocess.run(
+        ["bash", "hack/volcano.sh", "seed", "--nodes", str(NODES), "--gpus", "8"]
+        + ["--product", PRODUCT, "--prefix", "bench-gpu-", "--leaves", "10", "--spines", "2"],
+        cwd=ROOT,
+        check=True,
+    )
+
+
+def remove_nodes():
+    cluster = get_cluster()
+    for kind, api in (("HyperNode", "topology.volcano.sh/v1alpha1"), ("Node", "v1")):
+        for obj in cluster.list(api, kind):
+            if obj["metadata"]["name"].startswith("bench-gpu-"):
+                cluster.delete(api, kind, obj["metadata"]["name"])
+
+
+def make_tenant():
+    admin, _ = get_user_model().objects.get_or_create(
+        username="bench-admin", defaults={"is_staff": True}
+    )
+    user, _ = get_user_model().objects.get_or_create(username="bench-user")
+    user.set_password("bench-password")
+    user.save()
+    tenant = tenant_services.create_tenant(
+        actor=admin,
+        slug=f"bench-{uuid.uuid4().hex[:6]}",
+        display_name="Benchmark",
+        gpu_quota=NODES * 8,
+        cpu_quota=2 * JOBS,
+        memory_quota_gib=8 * JOBS,
+        max_running_jobs=JOBS,
+        storage_quota_gib=10 * JOBS,
+        pvc_quota=2 * JOBS,
+    )
+    reconcile_tenant(tenant.pk)
+    Membership.objects.create(tenant=tenant, user=user, role=Role.RESEARCHER)
+    return tenant, user, admin
+
+
+def portal_run(tenant, version):
+    """Form POSTs one after another; the portal's own start time of each job."""
+    http = login(f"http://127.0.0.1:{PORT}")
+    url = f"http://127.0.0.1:{PORT}/tenants/{tenant.slug}/jobs/launch/"
+    form = http.get(f"{url}?template={version.template.name}&version={version.version}").text
+    token = form.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+    posted = {}
+    for i in range(JOBS):
+        name = f"p-{i:04d}"
+        posted[name] = time.time()
+        response = http.post(
+            url,
+            data={
+                "csrfmiddlewaretoken": token,
+                "template": version.template.name,
+                "version": version.version,
+                "name": name,
+                "launch": "1",
+            },
+            headers={"Referer": url},
+            allow_redirects=False,
+        )
+        assert response.status_code == 302, response.text[:500]
+    deadline = time.monotonic() + 300
+    while Job.objects.filter(tenant=tenant, started_at__isnull=True).exists():
+        if time.monotonic() > deadline:
+            sys.exit("portal jobs never all ran")
+        time.sleep(0.2)
+    started = dict(Job.objects.filter(tenant=tenant).values_list("name", "started_at"))
+    return [started[n].timestamp() - posted[n] for n in posted]
+
+
+def direct_run(tenant, user):
+    """The same objects the portal applies, applied by a script; Volcano's Running."""
+    cluster = get_cluster()
+    watcher = Running(cluster, tenant.namespace)
+    watcher.start()
+    time.sleep(1)
+    applied = {}
+    for i in range(JOBS):
+        name = f"d-{i:04d}"
+        spec = job_services.resolve(tenant, user, name=name, data=SPEC)
+        applied[name] = time.time()
+        cluster.apply(build_job(spec))
+    watcher.wait_all(applied, timeout=300)
+    watcher.stop = True
+    return [watcher.at[n] - applied[n] for n in applied]
+
+
+def clear(tenant):
+    """Remove every job of the tenant and wait until their pods are gone."""
+    cluster = get_cluster()
+    for job in Job.objects.filter(tenant=tenant):
+        job_services.delete_job(job, actor=job.owner)
+    for vcjob in cluster.list(VCJOB_API, "Job", namespace=tenant.namespace):
+        cluster.delete(VCJOB_API, "Job", vcjob["metadata"]["name"], tenant.namespace)
+    deadline = time.monotonic() + 180
+    while cluster.list("v1", "Pod", namespace=tenant.namespace):
+        if time.monotonic() > deadline:
+            sys.exit("pods of the last run never went away")
+        time.sleep(0.5)
+
+
+def report(label, seconds):
+    ms = sorted(s * 1000 for s in seconds)
+    p50, p99 = percentile(ms, 50), percentile(ms, 99)
+    print(f"{label:8s} p50 {p50:7.0f} ms   p99 {p99:7.0f} ms   max {ms[-1]:7.0f} ms")
+    return p50, p99
+
+
+def main():
+    seed_nodes()
+    tenant, user, admin = make_tenant()
+    version = job_services.save_template(
+        name=f"bench-{uuid.uuid4().hex[:4]}", spec_data=SPEC, overridable=[], actor=admin
+    )
+    web, _ = start(
+        [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{PORT}", "--workers", "2"],
+        "bench-web.log",
+    )
+    workers = [start_worker(f"bench-worker-{i}.log") for i in range(2)]
+    collector, _ = start([sys.executable, "manage.py", "collect_cluster"], "bench-collector.log")
+    try:
+        time.sleep(3)
+        direct = direct_run(tenant, user)
+        clear(tenant)
+        portal = portal_run(tenant, version)
+    finally:
+        for proc in (web, collector, *workers):
+            proc.terminate()
+        clear(tenant)
+        get_cluster().delete(QUEUE_API, "Queue", tenant.queue_name)
+        get_cluster().delete("v1", "Namespace", tenant.namespace)
+        Job.objects.filter(tenant=tenant).delete()
+        AuditEvent.objects.filter(tenant=tenant).delete()
+        version.template.delete()
+        remove_nodes()
+    print(
+        f"time to Running, {JOBS} jobs of 4 GPUs on {NODES} simulated 8-GPU nodes "
+        f"({timezone.now():%Y-%m-%d}):"
+    )
+    d50, d99 = report("direct", direct)
+    p50, p99 = report("portal", portal)
+    added = f"{100 * (p50 / d50 - 1):+.0f}% at p50 and {100 * (p99 / d99 - 1):+.0f}% at p99"
+    print(f"portal adds {added} (target: at most +10%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Readers of Kubernetes Events: what controllers and the scheduler said about an object.
+
+Volcano reports the most common reason a job waits (its queue is full) only as Events on the
+PodGroup, not as a condition, and repeats it thousands of times; kube-controller-manager says
+why a claim is unbound the same way. So "why pending" and a job's history read Events.
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import Cluster
+
+
+@dataclass(frozen=True)
+class EventFacts:
+    kind: str  # of the object the event is about: Pod, PodGroup, Job, PersistentVolumeClaim
+    name: str
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+    count: int
+    last_seen: datetime | None
+
+    @property
+    def warning(self) -> bool:
+        return self.type == "Warning"
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return None
+
+
+def read_event(event: dict[str, Any]) -> EventFacts:
+    """core/v1 Events: deduplicated ones carry a count, series-style ones a series."""
+    involved = event.get("involvedObject") or {}
+    series = event.get("series") or {}
+    last = (
+        _time(series.get("lastObservedTime"))
+        or _time(event.get("lastTimestamp"))
+        or _time(event.get("eventTime"))
+        or _time(event.get("firstTimestamp"))
+        or _time((event.get("metadata") or {}).get("creationTimestamp"))
+    )
+    return EventFacts(
+        kind=involved.get("kind") or "",
+        name=involved.get("name") or "",
+        type=event.get("type") or "Normal",
+        reason=event.get("reason") or "",
+        message=(event.get("message") or "").strip(),
+        count=int(series.get("count") or event.get("count") or 1),
+        last_seen=last,
+    )
+
+
+def events_about(
+    cluster: "Cluster", namespace: str, name: str, kind: str | None = None
+) -> list[EventFacts]:
+    """Events about one object, newest first."""
+    fields = {"involvedObject.name": name}
+    if kind:
+        fields["involvedObject.kind"] = kind
+    facts = [read_event(e) for e in cluster.list("v1", "Event", namespace=namespace, fields=fields)]
+    return newest_first(facts)
+
+
+def newest_first(events: list[EventFacts]) -> list[EventFacts]:
+    oldest = datetime.min.replace(tzinfo=UTC)
+    return sorted(events, key=lambda e: e.last_seen or oldest, reverse=True)

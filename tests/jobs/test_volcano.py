@@ -1,0 +1,254 @@
+"""Jobs against the real Volcano scheduler, controllers and admission webhooks, on KWOK
+simulated GPU nodes (started with the local control plane: 8 H100 nodes under a two-tier
+HyperNode tree, 2 A100 nodes, 8 GPUs each). No test here writes a Volcano object's status:
+pods are scheduled, run and end as the test bed makes them (a simulated container whose command
+names `exit N` ends with that code after the `sleep S` it names; any other command runs on)."""
+
+import copy
+import time
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from jobs import services
+from jobs.choices import JobState
+from jobs.seed import PYTORCH_DDP
+from k8s_adapters.client import Cluster
+from k8s_adapters.tenant import QUEUE_API
+from k8s_adapters.volcano import VCJOB_API
+from tests.jobs.conftest import job_pods, settle
+
+A100 = "NVIDIA-A100-SXM4-80GB"
+
+
+def exits(code, after=1):
+    return {"command": f"sh -c 'sleep {after}; exit {code}'"}
+
+
+@pytest.fixture
+def launch_spec(team, django_capture_on_commit_callbacks):
+    """Launch a whole spec (not a template) as bob, reconciled inline."""
+
+    def launch(spec, name, who="bob"):
+        with django_capture_on_commit_callbacks(execute=True):
+            job, _ = services.launch_job(
+                team["tenant"], team[who], actor=team[who], spec_data=spec, name=name
+            )
+        job.refresh_from_db()
+        return job
+
+    return launch
+
+
+def ddp(**task_fields):
+    spec = copy.deepcopy(PYTORCH_DDP)
+    for task in spec["tasks"]:
+        task.update(task_fields)
+    return spec
+
+
+def bound(pods):
+    return [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+
+
+def test_a_job_runs_and_completes_when_its_command_exits_0(cluster, team, templates, launch):
+    job = launch(templates["single-gpu"], name="done-ok", overrides=exits(0, after=2))
+    job = settle(job, JobState.RUNNING)
+    [pod] = job_pods(cluster, job)
+    assert pod["spec"]["nodeName"].startswith("kwok-")
+    assert job.counts["running"] == 1
+    job = settle(job, JobState.SUCCEEDED)
+    assert job.phase == "Completed"
+    assert job.started_at is not None
+    assert job.finished_at >= job.started_at
+    assert [e.message for e in job.events.filter(kind="state")][0] == "running → succeeded"
+
+
+def test_a_failing_command_fails_the_job(cluster, team, templates, launch):
+    job = launch(templates["single-gpu"], name="done-bad", overrides=exits(3))
+    job = settle(job, JobState.FAILED, timeout=90)
+    assert job.phase == "Failed"
+
+
+def test_a_gang_that_does_not_fit_starts_no_pod_and_says_why(team, launch_spec, cluster):
+    # 3 pods x 8 A100s; the cluster has 2 A100 nodes: all or nothing, so nothing runs.
+    job = launch_spec(ddp(gpu_product=A100, cpu="8", memory="64Gi"), "gang-a100")
+    job = settle(job, JobState.PENDING)
+    deadline = time.monotonic() + 20
+    while "GPUs" not in job.pending_reason and time.monotonic() < deadline:
+        job = settle(job, JobState.PENDING)
+    assert job.pending_reason.startswith("Not enough free GPUs on any node right now")
+    time.sleep(2)  # several scheduling cycles
+    assert bound(job_pods(cluster, job)) == []
+
+
+def test_a_full_queue_keeps_the_job_pending_and_says_so(cluster, team, templates, launch):
+    # Someone lowered the tenant's Volcano queue by hand: Volcano reports this only in Events
+    # on the PodGroup, with no condition.
+    by_hand = Cluster(cluster.api_client, field_manager="someone-by-hand")
+    cap = {"nvidia.com/gpu": "0"}
+    by_hand.apply_one(
+        {
+            "apiVersion": QUEUE_API,
+            "kind": "Queue",
+            "metadata": {"name": team["tenant"].queue_name},
+            "spec": {"capability": cap, "deserved": cap},
+        }
+    )
+    job = launch(templates["single-gpu"], name="queue-full")
+    deadline = time.monotonic() + 30
+    while "queue" not in job.pending_reason and time.monotonic() < deadline:
+        job = settle(job, JobState.PENDING)
+    assert job.pending_reason.startswith("The tenant's Volcano queue has no GPUs left")
+    assert job_pods(cluster, job) == []
+
+
+def test_pods_the_resource_quota_refuses_are_explained(cluster, team, templates, launch):
+    # The ResourceQuota edited by hand below what the portal admitted: Volcano's controller
+    # cannot create the pod. The job says so instead of waiting silently.
+    by_hand = Cluster(cluster.api_client, field_manager="someone-by-hand")
+    quota = cluster.list("v1", "ResourceQuota", namespace=team["tenant"].namespace)[0]
+    by_hand.apply_one(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": quota["metadata"]["name"], "namespace": team["tenant"].namespace},
+            "spec": {"hard": {"requests.cpu": "1"}},
+        }
+    )
+    time.sleep(1)  # the quota's status follows within the controller's sync
+    job = launch(templates["single-gpu"], name="quota-cut")
+    deadline = time.monotonic() + 40
+    while "ResourceQuota" not in job.pending_reason and time.monotonic() < deadline:
+        job = settle(job, JobState.PENDING)
+    assert "The tenant's ResourceQuota refused some of the job's pods" in job.pending_reason
+    assert "exceeded quota" in job.pending_reason
+
+
+def test_a_job_beyond_the_tenants_cpu_quota_is_refused_at_launch(team, launch_spec):
+    # 9 pods x 32 cores = 288 > the tenant's 256: the queue and the quota would never let it run.
+    spec = ddp(gpus=0)
+    spec["tasks"][1]["replicas"] = 8
+    with pytest.raises(ValidationError) as caught:
+        launch_spec(spec, "too-much-cpu")
+    assert "288 CPU cores" in str(caught.value.message_dict["tasks.cpu"])
+
+
+def test_jobs_beyond_the_free_cpu_wait_in_the_portal_not_half_created(cluster, team, launch_spec):
+    # Each 3 pods x 64 cores (GPUs to spare): the second waits in the portal's queue until the
+    # first finishes, instead of being sent to a queue and a quota that cannot hold it.
+    spec = ddp(cpu="64", gpus=1)
+    spec["command"] = ["sh", "-c", "sleep 3; exit 0"]
+    first = launch_spec(spec, "cpu-1")
+    second = launch_spec(spec, "cpu-2")
+    assert second.state == JobState.QUEUED
+    settle(first, JobState.SUCCEEDED, timeout=90)
+    second.refresh_from_db()
+    assert second.state != JobState.QUEUED
+    settle(second, JobState.SUCCEEDED, timeout=90)
+
+
+def test_cancel_aborts_through_volcanos_command(
+    cluster, team, templates, launch, django_capture_on_commit_callbacks
+):
+    job = launch(templates["single-gpu"], name="to-cancel")
+    job = settle(job, JobState.RUNNING)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_job(job, actor=team["bob"])
+    job = settle(job, JobState.CANCELLED, timeout=60)
+    assert job.phase in ("Aborted", "Terminated")
+    vcjob = cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace)
+    assert vcjob["status"]["state"]["phase"] == job.phase
+    deadline = time.monotonic() + 30
+    while job_pods(cluster, job) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert job_pods(cluster, job) == []
+
+
+def test_deleting_a_running_job_removes_its_pods(
+    cluster, team, templates, launch, django_capture_on_commit_callbacks
+):
+    job = launch(templates["jupyter-ssh"], name="to-delete")
+    job = settle(job, JobState.RUNNING)
+    assert len(job_pods(cluster, job)) == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        services.delete_job(job, actor=team["bob"])
+    deadline = time.monotonic() + 30
+    while job_pods(cluster, job) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert job_pods(cluster, job) == []
+    assert cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace) is None
+
+
+def test_a_job_follows_volcano_within_seconds_without_waiting_for_the_resync(
+    cluster, team, templates, worker, collector, settings
+):
+    # Only the real worker and the collector's watch on Volcano jobs: no beat, no resync.
+    job, _ = services.launch_job(
+        team["tenant"],
+        team["bob"],
+        actor=team["bob"],
+        template_version=templates["single-gpu"],
+        overrides=exits(0, after=3),
+        name="watched",
+    )
+    started = time.monotonic()
+    seen = []
+    while time.monotonic() - started < 30:
+        job.refresh_from_db()
+        if not seen or seen[-1] != job.state:
+            seen.append(job.state)
+        if job.state == JobState.SUCCEEDED:
+            break
+        time.sleep(0.1)
+    assert seen[-1] == JobState.SUCCEEDED, seen
+    assert JobState.RUNNING in seen
+    assert time.monotonic() - started < 15  # 3 s of "training", the rest is following it
+
+
+def leaf_of(cluster):
+    """Node name -> the tier-1 HyperNode (leaf switch) it hangs off."""
+    leaves = {}
+    for hypernode in cluster.list("topology.volcano.sh/v1alpha1", "HyperNode"):
+        if hypernode["spec"]["tier"] == 1:
+            for member in hypernode["spec"]["members"]:
+                leaves[member["selector"]["exactMatch"]["name"]] = hypernode["metadata"]["name"]
+    return leaves
+
+
+def test_hard_topology_keeps_a_gang_under_one_leaf_switch_or_waits(cluster, team, launch_spec):
+    # A leaf switch has two 8-GPU nodes. Two pods of 8 GPUs fit under one; three do not, and
+    # with `hard` topology at tier 1 Volcano places none of them rather than spread them.
+    topology = {"mode": "hard", "highest_tier_allowed": 1}
+    pair = ddp(cpu="8", memory="64Gi", gpu_product="NVIDIA-H100-80GB-HBM3")
+    pair["tasks"][1]["replicas"] = 1
+    pair["network_topology"] = topology
+    pair["command"] = ["sh", "-c", "sleep 4; exit 0"]
+    job = settle(launch_spec(pair, "topo-pair"), JobState.RUNNING)
+    nodes = [p["spec"]["nodeName"] for p in job_pods(cluster, job)]
+    leaves = leaf_of(cluster)
+    assert len(nodes) == 2
+    assert leaves[nodes[0]] == leaves[nodes[1]], nodes
+    settle(job, JobState.SUCCEEDED)  # its GPUs back to the tenant's quota
+
+    triple = ddp(cpu="8", memory="64Gi", gpu_product="NVIDIA-H100-80GB-HBM3")
+    triple["network_topology"] = topology
+    waiting = settle(launch_spec(triple, "topo-triple"), JobState.PENDING)
+    time.sleep(3)  # many scheduling cycles
+    waiting = settle(waiting, JobState.PENDING)
+    assert bound(job_pods(cluster, waiting)) == []
+    assert waiting.pending_reason
+
+
+def test_a_restart_policy_reruns_the_job_until_its_retries_are_spent(cluster, team, launch_spec):
+    spec = ddp(cpu="2", memory="8Gi", gpus=1)
+    spec["tasks"] = spec["tasks"][:1]
+    spec["tasks"][0]["policies"] = []
+    spec["policies"] = [{"event": "PodFailed", "action": "RestartJob"}]
+    spec["max_retry"] = 2
+    spec["command"] = ["sh", "-c", "sleep 1; exit 1"]
+    job = settle(launch_spec(spec, "retrier"), JobState.FAILED, timeout=120)
+    vcjob = cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace)
+    assert vcjob["status"].get("retryCount", 0) >= 2
+    states = [e.message for e in job.events.filter(kind="state")]
+    assert states[0].endswith("→ failed")
