@@ -63,7 +63,7 @@ def test_install_runs_migrations_before_anything_else_and_uninstall_cleans_up(
         namespace,
         "--timeout",
         "120s",
-        *set_args(required_values()),
+        *set_args({**required_values(), "volcano.namespace": namespace}),
     )
     try:
         wait_for(

@@ -1,8 +1,9 @@
-"""The chart's RBAC is sufficient and minimal. Its ServiceAccounts and ClusterRoles are created
-in the API server; the reconcile and collector tests then run with the portal acting as the
-worker's or the collector's account (a TokenRequest token in KUBECONFIG) and pass. Each rule
-removed in turn makes a test that needs it fail with the API server's 403. The web account
-reads what its forms check and writes nothing."""
+"""The chart's RBAC is sufficient and minimal. Its ServiceAccounts and roles are created in the
+API server; the reconcile and collector tests then run with the portal acting as the worker's or
+the collector's account (a TokenRequest token in KUBECONFIG) and pass. Each rule of the worker's
+role removed in turn makes a test that needs it fail with the API server's 403; each rule of the
+collector's roles removed makes the informers it serves refused. The web account reads what its
+pages show and writes nothing."""
 
 import os
 import subprocess
@@ -17,6 +18,8 @@ from django.conf import settings
 
 from k8s_adapters.client import Cluster
 from k8s_adapters.errors import PermanentK8sError
+from k8s_adapters.volcano import VCJOB_API
+from tests.helpers import wait_for
 
 from .chart import DRIVERS, ROOT, named, render
 
@@ -30,9 +33,15 @@ WORKER_TESTS = [
     "tests/jobs/test_reconciler.py",
     "tests/jobs/test_worker_crash.py",
     "tests/networking/test_reconcile.py",
+    "tests/jobs/test_volcano.py",
 ]
 # Web-side checks inside those files run as the web account (see the last test), not the worker.
-WEB_ONLY = ["tests/jobs/test_launch.py::test_more_gpus_per_replica_than_any_node_has_is_a_warning"]
+WEB_ONLY = [
+    "tests/jobs/test_launch.py::test_more_gpus_per_replica_than_any_node_has_is_a_warning",
+    # runs the collector beside the worker: one account cannot stand for both processes
+    "tests/jobs/test_volcano.py::"
+    "test_a_job_follows_volcano_within_seconds_without_waiting_for_the_resync",
+]
 # The drivers besides the default (traefik, which the run above uses), each run with the role
 # the chart renders for that driver.
 PER_DRIVER = (
@@ -47,13 +56,6 @@ CLUSTER_OBJECTS = (
     f"{CONSOLE}::test_the_collector_shows_the_clusters_queues_runtime_classes_and_hypernodes"
 )
 COLLECTOR_TESTS = [GPU_NUMBERS, CLUSTER_OBJECTS]
-# For each rule of the collector's ClusterRole (by its first resource), a test that needs it.
-COLLECTOR_RULE_NEEDED_BY = {
-    "nodes": GPU_NUMBERS,
-    "queues": CLUSTER_OBJECTS,
-    "runtimeclasses": CLUSTER_OBJECTS,
-    "hypernodes": CLUSTER_OBJECTS,
-}
 
 
 def _test(path, name):
@@ -71,8 +73,10 @@ QUOTA_USAGE = _test(TENANT, "test_quota_usage_flows_back_from_the_cluster")
 REPAIRED = _test(TENANT, "test_resync_repairs_objects_deleted_or_edited_by_hand")
 QUOTA_EDITED = _test(TENANT, "test_editing_the_quota_updates_quota_and_queue")
 LAUNCHED = _test(LAUNCH, "test_a_ddp_launch_creates_the_volcano_job_pvc_pair_and_ssh_secret")
-CANCELLED = _test(LAUNCH, "test_cancel_sends_volcanos_abort_command_and_ends_cancelled")
-PENDING = _test(LAUNCH, "test_a_pending_job_says_why_in_plain_words")
+VOLCANO = "tests/jobs/test_volcano.py"  # on the real Volcano and KWOK nodes
+CANCELLED = _test(VOLCANO, "test_cancel_aborts_through_volcanos_command")
+GANG_WAITS = _test(VOLCANO, "test_a_gang_that_does_not_fit_starts_no_pod_and_says_why")
+QUEUE_FULL = _test(VOLCANO, "test_a_full_queue_keeps_the_job_pending_and_says_so")
 DELETED = _test(LAUNCH, "test_delete_removes_everything_the_job_owns_but_keeps_the_data_volume")
 ROUTED = _test(
     ENDPOINTS, "test_each_http_endpoint_gets_its_own_host_service_and_forward_auth_by_id"
@@ -91,7 +95,8 @@ WORKER_RULE_NEEDED_BY = {
     "queues": QUOTA_EDITED,
     "jobs": LAUNCHED,
     "commands": CANCELLED,
-    "podgroups": PENDING,
+    "podgroups": GANG_WAITS,
+    "events": QUEUE_FULL,
     "persistentvolumeclaims": LAUNCHED,
     "secrets": LAUNCHED,
     "services": ROUTED,
@@ -127,7 +132,8 @@ class Identities:
         self.manifests = [
             m
             for m in render(helm_path, self.release, self.namespace)
-            if m["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+            if m["kind"]
+            in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
         ]
 
     def name(self, component):
@@ -137,9 +143,11 @@ class Identities:
         return f"system:serviceaccount:{self.namespace}:{self.name(component)}"
 
     def create(self):
-        self.admin.apply_one(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
-        )
+        # Volcano's namespace (the collector's Role lives there) stays: Volcano may use it.
+        for namespace in (self.namespace, settings.VOLCANO_NAMESPACE):
+            self.admin.apply_one(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
         for manifest in self.manifests:
             manifest["metadata"].setdefault("namespace", self.namespace)
             self.admin.apply_one(manifest)
@@ -171,8 +179,9 @@ class Identities:
 
     def delete(self):
         for manifest in self.manifests:
-            if manifest["kind"].startswith("Cluster"):
-                self.admin.delete(RBAC_API, manifest["kind"], manifest["metadata"]["name"])
+            if manifest["kind"] != "ServiceAccount":
+                meta = manifest["metadata"]
+                self.admin.delete(RBAC_API, manifest["kind"], meta["name"], meta.get("namespace"))
         self.admin.delete("v1", "Namespace", self.namespace)
 
 
@@ -272,32 +281,86 @@ def test_without_a_worker_rule_a_reconcile_test_fails_forbidden(identities, reso
     assert "forbidden" in result.stdout.lower(), result.stdout[-4000:]
 
 
-def test_every_collector_rule_has_a_test_that_needs_it(identities):
-    firsts = [rule["resources"][0] for rule in identities.role("collector")["rules"]]
-    assert sorted(firsts) == sorted(COLLECTOR_RULE_NEEDED_BY)
+def collector_reads():
+    """(apiVersion, kind, namespace) of every informer the collector runs: it lists, then
+    watches from the list's version."""
+    from portal.management.commands.collect_cluster import KINDS
+
+    reads = [(api, kind, None) for api, kind, _ in KINDS]
+    return [*reads, (VCJOB_API, "Job", None), ("v1", "ConfigMap", settings.VOLCANO_NAMESPACE)]
 
 
-@pytest.mark.parametrize("resource", sorted(COLLECTOR_RULE_NEEDED_BY))
-def test_without_a_collector_rule_a_collector_test_fails(identities, resource, tmp_path):
-    rules = identities.role("collector")["rules"]
-    identities.set_rules("collector", _without(rules, _rule_index(rules, resource)))
+def inform(cluster, api, kind, namespace):
+    _, version = cluster.list_with_version(api, kind, namespace=namespace)
+    for _event in cluster.watch(
+        api, kind, resource_version=version, namespace=namespace, timeout=1
+    ):
+        pass
+
+
+def test_the_collector_account_lists_and_watches_everything_it_informs_on(identities):
+    collector = Cluster.connect(identities.kubeconfigs["collector"])
+    for api, kind, namespace in collector_reads():
+        inform(collector, api, kind, namespace)
+
+
+def _collector_rules(identities):
+    """(role manifest, rule index, resources) for each rule of the collector's two roles."""
+    roles = [named(identities.manifests, kind, "-collector") for kind in ("ClusterRole", "Role")]
+    return [
+        (role, index, rule["resources"])
+        for role in roles
+        for index, rule in enumerate(role["rules"])
+    ]
+
+
+def _refused(cluster, api, kind, namespace):
     try:
-        result = run_tests(
-            identities.kubeconfigs["collector"],
-            [COLLECTOR_RULE_NEEDED_BY[resource]],
-            tmp_path / "run.log",
-        )
+        inform(cluster, api, kind, namespace)
+    except PermanentK8sError as exc:
+        return exc.status == 403
+    return False
+
+
+@pytest.mark.parametrize("rule", range(7))
+def test_without_a_collector_rule_its_informers_are_refused(identities, cluster, rule):
+    rules = _collector_rules(identities)
+    assert len(rules) == 7  # a new rule needs a parameter here
+    role, index, resources = rules[rule]
+    collector = Cluster.connect(identities.kubeconfigs["collector"])
+    reads = [r for r in collector_reads() if cluster.resource(r[0], r[1]).name in resources]
+    assert {cluster.resource(api, kind).name for api, kind, _ in reads} == set(resources)
+    identities.admin.apply_one({**role, "rules": _without(role["rules"], index)})
+    try:
+        for read in reads:
+            wait_for(
+                lambda read=read: _refused(collector, *read),
+                timeout=30,
+                message=f"{read[1]} to be refused without its rule",
+            )
     finally:
-        identities.set_rules("collector", rules)
-    assert result.returncode == 1, result.stdout[-4000:]
+        identities.admin.apply_one(role)
+        for read in reads:
+            wait_for(
+                lambda read=read: not _refused(collector, *read),
+                timeout=30,
+                message=f"{read[1]} to be allowed again",
+            )
 
 
-def test_the_web_account_reads_what_forms_check_and_writes_nothing(identities, cluster, namespace):
+def test_the_web_account_reads_what_its_pages_show_and_writes_nothing(
+    identities, cluster, namespace
+):
     web = Cluster.connect(identities.kubeconfigs["web"])
     assert web.get("v1", "Namespace", namespace)["metadata"]["name"] == namespace
     assert web.get("v1", "ResourceQuota", "gpu-portal", namespace) is None
     web.list("v1", "Node")
     web.list("batch.volcano.sh/v1alpha1", "Job", namespace=namespace)
+    web.list("v1", "Pod", namespace=namespace)  # a job's pods and their Events, for its page
+    web.list("v1", "Event", namespace=namespace)
+    with pytest.raises(PermanentK8sError) as missing:  # allowed to read logs; there is no pod
+        list(web.pod_log("no-such-pod", namespace))
+    assert missing.value.status == 404
     writes = [
         lambda: web.apply_one(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{namespace}-x"}}
@@ -311,7 +374,13 @@ def test_the_web_account_reads_what_forms_check_and_writes_nothing(identities, c
             }
         ),
         lambda: web.list("v1", "Secret", namespace=namespace),
-        lambda: web.list("v1", "Pod", namespace=namespace),
+        lambda: web.apply_one(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": namespace},
+            }
+        ),
     ]
     for write in writes:
         with pytest.raises(PermanentK8sError) as refused:
