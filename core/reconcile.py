@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -23,6 +24,7 @@ from django.utils import timezone
 
 from k8s_adapters.errors import PermanentK8sError, TransientK8sError
 
+from . import metrics
 from .models import Reconciled, SyncState
 
 log = logging.getLogger(__name__)
@@ -180,6 +182,27 @@ def _run(
     kind: str,
     on_permanent: Callable[[M, PermanentK8sError], None] | None,
 ) -> None:
+    started = time.perf_counter()
+    outcome = "crashed"
+    try:
+        outcome = _attempt(fn, obj, kind, on_permanent)
+    except Requeue:
+        outcome = "requeued"
+        raise
+    except TransientK8sError:
+        outcome = SyncState.RETRYING.value
+        raise
+    finally:
+        metrics.reconciled(kind, outcome, time.perf_counter() - started)
+
+
+def _attempt(
+    fn: Callable[[M], dict[str, Any] | None],
+    obj: M,
+    kind: str,
+    on_permanent: Callable[[M, PermanentK8sError], None] | None,
+) -> str:
+    """One run of `fn`; returns the sync state it recorded."""
     try:
         observed = fn(obj)
     except PermanentK8sError as exc:
@@ -187,6 +210,7 @@ def _run(
         record_sync(obj, SyncState.ERROR, exc.message)
         if on_permanent is not None:
             on_permanent(obj, exc)
+        return SyncState.ERROR.value
     except Requeue:
         raise
     except TransientK8sError as exc:
@@ -196,5 +220,5 @@ def _run(
     except Exception:
         log.exception("reconcile %s %s crashed", kind, obj.pk)
         raise
-    else:
-        record_sync(obj, SyncState.IN_SYNC, "", observed)
+    record_sync(obj, SyncState.IN_SYNC, "", observed)
+    return SyncState.IN_SYNC.value

@@ -41,6 +41,7 @@ from django.utils.html import escape
 from django.views.decorators.cache import never_cache
 
 from accounts.models import TOKEN_PREFIX, ApiToken, hash_token
+from core import metrics
 from tenants.models import Membership
 
 from .models import Endpoint
@@ -287,6 +288,7 @@ def decide(
 
 
 def _response(answer: Answer) -> HttpResponse:
+    metrics.forward_auth_decision(answer.status)
     response = HttpResponse(answer.body, status=answer.status)
     for name, value in answer.headers.items():
         response[name] = value
@@ -370,6 +372,7 @@ class FastPath:
             accept=environ.get("HTTP_ACCEPT", ""),
             redirect="mode=redirect" in environ.get("QUERY_STRING", ""),
         )
+        metrics.forward_auth_decision(answer.status)
         payload = answer.body.encode()
         headers = [
             ("Content-Length", str(len(payload))),

@@ -393,6 +393,36 @@ class Cluster:
         finally:
             response.release_conn()
 
+    def service_account_token(self, namespace: str, name: str, *, seconds: int = 3600) -> str:
+        """A short-lived token of a ServiceAccount (TokenRequest), to act as that account."""
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds},
+        }
+        with translating():
+            answer = self.dynamic.request(
+                "post", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body=body
+            )
+        return str(answer.to_dict()["status"]["token"])
+
+    def allowed(self, user: str, verb: str, group: str, resource: str) -> bool:
+        """Whether the API server's authorizer lets `user` do `verb` on `resource` cluster-wide
+        (a SubjectAccessReview)."""
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "resourceAttributes": {"verb": verb, "group": group, "resource": resource},
+            },
+        }
+        with translating():
+            answer = self.dynamic.request(
+                "post", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body
+            )
+        return bool(answer.to_dict()["status"].get("allowed"))
+
     def ready(self) -> bool:
         """True when the API server answers /readyz."""
         try:

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "core.middleware.RequestMetrics",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -177,13 +178,26 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
+# LOG_FORMAT=json: one JSON object a line (core.logs.JsonFormatter); text otherwise.
+LOG_FORMAT = env.str("LOG_FORMAT", default="text")
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured("LOG_FORMAT is text or json.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "core.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }
+# Celery keeps Django's log handlers (and so the chosen format) instead of installing its own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT == "text"
+# Prometheus metrics: each pod serves them on this port (manage.py metrics_exporter), which no
+# Service or route exposes; see the README's Operations section.
+METRICS_PORT = env.int("METRICS_PORT", default=9100)
 
 PORTAL_RESYNC_TASKS = ["tenants.resync_tenants", "networking.resync_pools"]
 # Where Whereabouts keeps its IPPool objects.

@@ -35,10 +35,22 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+# The RBAC tests (tests/deploy/test_rbac.py) run reconcile and collector tests with the portal
+# acting as one of the chart's ServiceAccounts (KUBECONFIG); what the tests themselves set up
+# (namespaces, nodes, Volcano's part) still goes through this admin kubeconfig.
+ADMIN_KUBECONFIG = os.environ.get("TEST_ADMIN_KUBECONFIG", "")
+
+
 @pytest.fixture(scope="session")
 def cluster():
+    """The tests' own connection to the API server (the portal's is core.cluster's)."""
     from core.cluster import get_cluster
+    from k8s_adapters.client import Cluster
 
+    if ADMIN_KUBECONFIG:
+        admin = Cluster.connect(ADMIN_KUBECONFIG, field_manager=settings.K8S_FIELD_MANAGER)
+        assert admin.ready(), "the API server does not answer /readyz"
+        return admin
     if not Path(settings.KUBECONFIG or "/nonexistent").exists() or not get_cluster().ready():
         subprocess.run(["bash", str(ROOT / "hack" / "controlplane.sh"), "start"], check=True)
         get_cluster.cache_clear()

@@ -202,6 +202,48 @@ def test_the_console_shows_exact_gpu_numbers_and_diagnostics_from_the_cluster(
     assert researcher.get("/api/v1/cluster/capacity/").json()["products"][product]["free"] == 14
 
 
+def test_the_collector_shows_the_clusters_queues_runtime_classes_and_hypernodes(
+    collector, gpu_nodes, cluster
+):
+    _, make = gpu_nodes
+    node = make("member", 8)
+    tag = uuid.uuid4().hex[:6]
+    queue, runtime, hypernode = f"q-{tag}", f"rc-{tag}", f"hn-{tag}"
+    made = [
+        ("scheduling.volcano.sh/v1beta1", "Queue", queue, {"spec": {"weight": 3}}),
+        ("node.k8s.io/v1", "RuntimeClass", runtime, {"handler": "runc"}),
+        (
+            "topology.volcano.sh/v1alpha1",
+            "HyperNode",
+            hypernode,
+            {
+                "spec": {
+                    "tier": 1,
+                    "members": [{"type": "Node", "selector": {"exactMatch": {"name": node}}}],
+                }
+            },
+        ),
+    ]
+    try:
+        for api, kind, name, body in made:
+            cluster.apply_one({"apiVersion": api, "kind": kind, "metadata": {"name": name}, **body})
+
+        def seen():
+            snap = store.read()
+            queues = {q["name"]: q["weight"] for q in snap["queues"]}
+            tiers = {h["name"]: (h["tier"], h["nodes"], h["free"]) for h in snap["hypernodes"]}
+            return (
+                queues.get(queue) == 3
+                and runtime in snap["runtime_classes"]
+                and tiers.get(hypernode) == (1, 1, 8)
+            )
+
+        wait_for(seen, timeout=15, message="the collector to see the queue, class and hypernode")
+    finally:
+        for api, kind, name, _ in made:
+            cluster.delete(api, kind, name)
+
+
 @pytest.mark.django_db
 def test_the_collector_recovers_from_an_api_server_restart(collector, gpu_nodes, cluster):
     product, make = gpu_nodes

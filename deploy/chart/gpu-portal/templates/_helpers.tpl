@@ -1,0 +1,104 @@
+{{- define "gpu-portal.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "gpu-portal.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpu-portal.labels" -}}
+app.kubernetes.io/name: {{ include "gpu-portal.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* Selector labels of one component: web, worker, beat, collector, migrate. */}}
+{{- define "gpu-portal.selector" -}}
+app.kubernetes.io/name: {{ include "gpu-portal.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "gpu-portal.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "gpu-portal.secretName" -}}
+{{- .Values.existingSecret | default (printf "%s-secret" (include "gpu-portal.fullname" .)) -}}
+{{- end -}}
+
+{{/* The ServiceAccount of a component that talks to the API server. */}}
+{{- define "gpu-portal.serviceAccount" -}}
+{{ include "gpu-portal.fullname" .root }}-{{ .component }}
+{{- end -}}
+
+{{/* Settings shared by every process: the ConfigMap, the Secret's keys, extra env. */}}
+{{- define "gpu-portal.env" -}}
+envFrom:
+  - configMapRef:
+      name: {{ include "gpu-portal.fullname" . }}-config
+env:
+  {{- range $key := list "SECRET_KEY" "DATABASE_URL" "REDIS_URL" }}
+  - name: {{ $key }}
+    valueFrom:
+      secretKeyRef: {name: {{ include "gpu-portal.secretName" $ }}, key: {{ $key }}}
+  {{- end }}
+  {{- if .Values.oidc.enabled }}
+  - name: OIDC_CLIENT_SECRET
+    valueFrom:
+      secretKeyRef: {name: {{ include "gpu-portal.secretName" . }}, key: OIDC_CLIENT_SECRET}
+  {{- end }}
+  {{- with .Values.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/* Pod-level settings every component shares. */}}
+{{- define "gpu-portal.podSpec" -}}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+volumes:
+  - name: tmp
+    emptyDir: {sizeLimit: 256Mi}
+{{- end -}}
+
+{{/* Container-level settings every component shares (the image is read-only: /tmp is scratch). */}}
+{{- define "gpu-portal.container" -}}
+image: {{ include "gpu-portal.image" . }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+securityContext:
+  {{- toYaml .Values.securityContext | nindent 2 }}
+volumeMounts:
+  - {name: tmp, mountPath: /tmp}
+{{ include "gpu-portal.env" . }}
+{{- end -}}
+
+{{- define "gpu-portal.metricsAnnotations" -}}
+{{- if and .Values.metrics.enabled .Values.metrics.podAnnotations }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .Values.metrics.port | quote }}
+prometheus.io/path: /metrics
+{{- end }}
+{{- end -}}

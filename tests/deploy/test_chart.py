@@ -1,0 +1,179 @@
+"""The chart lints, renders for every routing driver, runs every process restricted, and the
+API server accepts what it renders (server-side apply, dry run and for real)."""
+
+import uuid
+
+import pytest
+
+from .chart import CHART, DRIVERS, helm, named, of_kind, render, required_values, set_args
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_the_chart_lints_strictly_with_each_driver(helm_path, driver):
+    values = {**required_values(), "routing.driver": driver}
+    result = helm(helm_path, "lint", "--strict", str(CHART), *set_args(values), check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_an_install_without_secrets_says_what_is_missing(helm_path):
+    result = helm(helm_path, "template", "p", str(CHART), check=False)
+    assert result.returncode != 0
+    assert "secretKey (or existingSecret) is required" in result.stderr
+
+
+def test_an_existing_secret_replaces_the_charts_own(helm_path):
+    manifests = render(helm_path, existingSecret="portal-secrets", secretKey="")
+    assert of_kind(manifests, "Secret") == []
+    web = named(manifests, "Deployment", "-web")
+    env = web["spec"]["template"]["spec"]["containers"][0]["env"]
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in env}
+    assert refs == dict.fromkeys(("SECRET_KEY", "DATABASE_URL", "REDIS_URL"), "portal-secrets")
+
+
+def test_an_unknown_driver_is_refused(helm_path):
+    result = helm(
+        helm_path,
+        "template",
+        "p",
+        str(CHART),
+        *set_args({**required_values(), "routing.driver": "haproxy"}),
+        check=False,
+    )
+    assert "routing.driver is traefik, gateway-api or ingress-nginx" in result.stderr
+
+
+ROUTE_KINDS = {"ingresses", "ingressroutes", "middlewares", "httproutes"}
+WRITTEN_ROUTES = {
+    "traefik": {"ingressroutes", "middlewares"},
+    "gateway-api": {"httproutes", "middlewares"},  # Traefik's ForwardAuth via ExtensionRef
+    "ingress-nginx": {"ingresses"},
+}
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_the_worker_writes_routes_of_its_driver_only_and_prunes_all(helm_path, driver):
+    manifests = render(helm_path, **{"routing.driver": driver})
+    assert named(manifests, "ConfigMap", "-config")["data"]["ROUTING_DRIVER"] == driver
+    rules = named(manifests, "ClusterRole", "-worker")["rules"]
+    verbs = {res: set(r["verbs"]) for r in rules for res in r["resources"] if res in ROUTE_KINDS}
+    assert {res for res, v in verbs.items() if "patch" in v} == WRITTEN_ROUTES[driver]
+    assert all({"list", "delete"} <= v for v in verbs.values())
+    assert set(verbs) == ROUTE_KINDS
+
+
+def test_no_rule_is_wildcarded(helm_path):
+    for role in of_kind(render(helm_path), "ClusterRole"):
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[field], (role["metadata"]["name"], rule)
+
+
+def _pods(manifests):
+    for kind in ("Deployment", "Job"):
+        for workload in of_kind(manifests, kind):
+            yield workload["metadata"]["name"], workload["spec"]["template"]["spec"]
+
+
+def test_every_process_runs_non_root_read_only_without_privileges(helm_path):
+    pods = dict(_pods(render(helm_path)))
+    assert {name.rsplit("-", 1)[-1] for name in pods} == {
+        "web",
+        "worker",
+        "beat",
+        "collector",
+        "migrate",
+    }
+    for name, pod in pods.items():
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["runAsUser"] == 10001, name
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, name
+            assert context["readOnlyRootFilesystem"] is True, name
+            assert context["capabilities"] == {"drop": ["ALL"]}, name
+            assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"], name
+
+
+def test_only_processes_that_talk_to_the_cluster_hold_a_token(helm_path):
+    pods = dict(_pods(render(helm_path)))
+    for name, pod in pods.items():
+        component = name.rsplit("-", 1)[-1]
+        if component in ("beat", "migrate"):
+            assert pod["automountServiceAccountToken"] is False, name
+        else:
+            assert pod["serviceAccountName"] == f"portal-gpu-portal-{component}", name
+
+
+def test_migrations_run_as_a_hook_before_install_and_upgrade_and_beat_runs_once(helm_path):
+    manifests = render(helm_path, **{"web.replicas": 3})
+    job = named(manifests, "Job", "-migrate")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
+    for hooked in (named(manifests, "ConfigMap", "-config"), named(manifests, "Secret", "")):
+        assert int(hooked["metadata"]["annotations"]["helm.sh/hook-weight"]) < 0
+    beat = named(manifests, "Deployment", "-beat")
+    assert beat["spec"]["replicas"] == 1
+    assert beat["spec"]["strategy"] == {"type": "Recreate"}
+    assert named(manifests, "Deployment", "-web")["spec"]["replicas"] == 3
+
+
+def test_web_is_probed_on_healthz_and_readyz_with_an_allowed_host(helm_path):
+    web = named(render(helm_path), "Deployment", "-web")["spec"]["template"]["spec"]
+    container = web["containers"][0]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    host = container["readinessProbe"]["httpGet"]["httpHeaders"]
+    assert host == [{"name": "Host", "value": "portal.example.org"}]
+
+
+def test_metrics_stay_off_the_portals_service(helm_path):
+    manifests = render(helm_path)
+    service = named(manifests, "Service", "-web")
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http"]
+    web = named(manifests, "Deployment", "-web")["spec"]["template"]
+    assert web["metadata"]["annotations"]["prometheus.io/port"] == "9100"
+
+
+def _route_values(driver):
+    return {
+        "routing.driver": driver,
+        "ingress.enabled": True,
+        "httpRoute.enabled": True,
+        "httpRoute.parentRefs[0].name": "gpu-portal",
+        "httpRoute.parentRefs[0].namespace": "gpu-portal-router",
+        "oidc.enabled": True,
+        "oidc.serverUrl": "https://idp.example.org/realms/research",
+        "oidc.clientSecret": "not-a-real-secret",
+    }
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_the_api_server_accepts_every_rendered_manifest(helm_path, cluster, namespace, driver):
+    release = f"chart-{uuid.uuid4().hex[:6]}"
+    # Volcano's namespace (the collector's Role) is the test's own here: no Volcano runs.
+    values = {**_route_values(driver), "volcano.namespace": namespace}
+    manifests = render(helm_path, release, namespace, **values)
+    assert {"Ingress", "HTTPRoute", "Secret", "PodDisruptionBudget"} <= {
+        m["kind"] for m in manifests
+    }
+    for manifest in manifests:
+        manifest["metadata"].setdefault("namespace", namespace)
+    try:
+        for manifest in manifests:
+            cluster.apply_one(manifest, dry_run=True)
+        applied = cluster.apply(manifests)
+        assert [(a["kind"], a["metadata"]["name"]) for a in applied] == [
+            (m["kind"], m["metadata"]["name"]) for m in manifests
+        ]
+        role = cluster.get(
+            "rbac.authorization.k8s.io/v1", "ClusterRole", f"{release}-gpu-portal-worker"
+        )
+        assert role["rules"] == named(manifests, "ClusterRole", "-worker")["rules"]
+    finally:
+        for kind in ("ClusterRole", "ClusterRoleBinding"):
+            for manifest in of_kind(manifests, kind):
+                cluster.delete("rbac.authorization.k8s.io/v1", kind, manifest["metadata"]["name"])
