@@ -106,7 +106,9 @@ WORKER_RULE_NEEDED_BY = {
     "httproutes": DELETED,
     "network-attachment-definitions": NAD_MADE,
     "ippools": ALLOCATIONS,
+    "overlappingrangeipreservations": ALLOCATIONS,
     "pods": ALLOCATIONS,
+    "storageclasses": LAUNCHED,
 }
 
 pytestmark = pytest.mark.timeout(1800)
@@ -358,6 +360,7 @@ def test_the_web_account_reads_what_its_pages_show_and_writes_nothing(
     web.list("batch.volcano.sh/v1alpha1", "Job", namespace=namespace)
     web.list("v1", "Pod", namespace=namespace)  # a job's pods and their Events, for its page
     web.list("v1", "Event", namespace=namespace)
+    assert web.get("whereabouts.cni.cncf.io/v1alpha1", "IPPool", "none", "kube-system") is None
     with pytest.raises(PermanentK8sError) as missing:  # allowed to read logs; there is no pod
         list(web.pod_log("no-such-pod", namespace))
     assert missing.value.status == 404
