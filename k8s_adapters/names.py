@@ -29,6 +29,17 @@ def ssh_keys_secret(job: str) -> str:
     return f"{job}{SSH_KEYS_SUFFIX}"
 
 
+def pool_nad(pool: str) -> str:
+    """The NetworkAttachmentDefinition of an IP pool in each tenant namespace (Whereabouts)."""
+    return f"pool-{pool}"
+
+
+def pool_static_nad(pool: str) -> str:
+    """The pool's NAD for static addresses. Its own prefix, so it never meets another pool's
+    NAD (with a suffix instead, pool `a`'s static NAD and pool `a-static`'s would be one)."""
+    return f"static-pool-{pool}"
+
+
 def endpoint_service(endpoint_id: int, job: str, endpoint: str) -> str:
     """The Service exposing one endpoint (its route objects share the name): `ep<id>-<job>-
     <port>`, unique by the endpoint's id and readable after it. It never holds `--`: Traefik

@@ -29,7 +29,8 @@ class JobAddresses:
 
 
 def _pool_of(nad_name: str) -> IPPool | None:
-    for pool in IPPool.objects.filter(name=nad_name.removeprefix("pool-").removesuffix("-static")):
+    candidates = {nad_name.removeprefix("pool-"), nad_name.removeprefix("static-pool-")}
+    for pool in IPPool.objects.filter(name__in=candidates):
         if nad_name in (pool.nad_name, pool.static_nad_name):
             return pool
     return None

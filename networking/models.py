@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from core.models import Reconciled
 from core.validators import validate_dns1123_label
+from k8s_adapters.names import pool_nad, pool_static_nad
 from tenants.models import Tenant
 
 from . import ipmath
@@ -136,11 +137,11 @@ class IPPool(Reconciled):
 
     @property
     def nad_name(self):
-        return f"pool-{self.name}"
+        return pool_nad(self.name)
 
     @property
     def static_nad_name(self):
-        return f"pool-{self.name}-static"
+        return pool_static_nad(self.name)
 
     def excluded_intervals(self):
         """Exclusions, the gateway and the network and broadcast addresses, merged."""

@@ -11,7 +11,7 @@ from jobs import spec as specs
 from jobs.choices import JobState
 from jobs.models import DataVolume, Endpoint, Job
 from jobs.tasks import reconcile_data_volume, reconcile_job
-from k8s_adapters.names import endpoint_host_label, identity_label
+from k8s_adapters.names import endpoint_host_label, identity_label, pool_nad, pool_static_nad
 from k8s_adapters.routing import DRIVERS, AuthSpec, EndpointSpec, endpoint_objects
 from k8s_adapters.volcano import VCJOB_API, build_job
 from tests.helpers import wait_for
@@ -302,3 +302,11 @@ def test_pod_names_too_long_for_a_host_name_are_refused_before_the_cluster():
     with pytest.raises(ValidationError) as caught:
         specs.parse(data, name="j" * 48)
     assert "Kubernetes allows 63" in caught.value.message_dict["tasks[0].name"][0]
+
+
+@given(st.lists(job_names, min_size=2, max_size=2, unique=True))
+def test_two_ip_pools_never_share_a_network_attachment_name(pools):
+    first, second = ({pool_nad(p), pool_static_nad(p)} for p in pools)
+    assert len(first) == len(second) == 2
+    assert not first & second
+    assert all(len(name) <= 63 for name in first | second)
