@@ -14,7 +14,7 @@ from k8s_adapters.volcano import VCJOB_API
 from tenants.models import Tenant
 from tests.jobs.conftest import settle, submitted
 
-FINISHES = "sh -c 'sleep 1; exit 0'"  # a simulated container with this command ends at once
+FINISHES = "sh -c 'sleep 6; exit 0'"  # a simulated container with this command ends in 6 s
 
 
 def launch(team, version, who="bob", gpus=8, name=None, command=None):
