@@ -98,8 +98,9 @@ def test_an_admin_creates_a_pool_in_the_browser_and_the_tenant_gets_its_nad(
     assert "2038 free of 2304 · 266 excluded" in page.locator("[data-testid=usage]").inner_text()
     from tests.helpers import wait_for
 
-    nad = wait_for(
+    nad = wait_for(  # the worker reconciles it; generous on a busy machine
         lambda: cluster.get(NAD_API, NAD, "pool-compute-b", team["tenant"].namespace),
+        timeout=60,
         message="the NetworkAttachmentDefinition",
     )
     assert '"master": "bond1.300"' in nad["spec"]["config"]
