@@ -10,3 +10,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# The default app in every thread too: Celery's "current app" is per thread, and the collector
+# enqueues reconciles from its informers' threads, which would otherwise see an empty app.
+app.set_default()

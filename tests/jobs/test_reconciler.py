@@ -101,3 +101,16 @@ def test_a_permanent_refusal_ends_in_error_with_the_reason(
     logged = [r for r in caplog.records if r.getMessage().startswith(f"reconcile job {job.pk}")]
     assert logged, "the failure was not logged"
     assert logged[0].exc_info  # the worker log has the object's key and the traceback
+
+
+def test_tasks_resolve_by_name_in_any_thread():
+    # The collector enqueues from its informers' threads; Celery's current app is per thread.
+    import threading
+
+    from core.reconcile import _task
+
+    found = []
+    thread = threading.Thread(target=lambda: found.append(_task("jobs.reconcile_job").name))
+    thread.start()
+    thread.join()
+    assert found == ["jobs.reconcile_job"]
