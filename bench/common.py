@@ -45,7 +45,7 @@ def start_worker(log_name="bench-worker.log"):
             "--without-gossip",
             "--without-mingle",
             "-l",
-            "warning",
+            os.environ.get("BENCH_WORKER_LOG_LEVEL", "warning"),  # info: each task's duration
         ],
         log_name,
     )

@@ -43,8 +43,8 @@ SYNC_MESSAGE_MAX = 2000
 M = TypeVar("M", bound=Reconciled)
 
 
-def _queued_key(task_name: str, pk: int) -> str:
-    return f"queued:{task_name}:{pk}"
+def _queued_key(task_name: str, pk: int, *, delayed: bool = False) -> str:
+    return f"{'requeued' if delayed else 'queued'}:{task_name}:{pk}"
 
 
 def _task(name: str) -> Any:
@@ -57,11 +57,14 @@ def _task(name: str) -> Any:
 def enqueue(task_name: str, pk: int, *, countdown: float | None = None) -> None:
     """Send the task named `task_name` for `pk` once the transaction commits, unless one is
     already waiting. The mark expires, so a message lost with a killed worker is sent again by
-    the next resync. Tasks are named, never imported, so apps never import each other's tasks."""
+    the next resync. Tasks are named, never imported, so apps never import each other's tasks.
+    A delayed run (`countdown`) has a mark of its own: a change seen meanwhile still runs it now,
+    and at most one delayed run waits."""
     task = _task(task_name)
+    key = _queued_key(task_name, pk, delayed=countdown is not None)
 
     def send() -> None:
-        if cache.add(_queued_key(task_name, pk), 1, timeout=settings.RECONCILE_DEDUP_SECONDS):
+        if cache.add(key, 1, timeout=settings.RECONCILE_DEDUP_SECONDS):
             task.apply_async(args=[pk], countdown=countdown)
 
     transaction.on_commit(send)
@@ -79,9 +82,12 @@ def enqueue_all(task_name: str, pks: Iterator[int] | list[int]) -> None:
         enqueue(task_name, pk)
 
 
-def started(task_name: str, pk: int) -> None:
-    """Called first by a reconcile task: a new change may enqueue another run from now on."""
+def started(task_name: str, pk: int, *, delayed: bool = False) -> None:
+    """Called first by a reconcile task: a new change may enqueue another run from now on (and,
+    when this is the delayed run, another delayed one)."""
     cache.delete(_queued_key(task_name, pk))
+    if delayed:
+        cache.delete(_queued_key(task_name, pk, delayed=True))
 
 
 def _lock_key(kind: str, pk: int) -> int:
@@ -155,7 +161,7 @@ def reconciler(
     def decorate(fn: Callable[[M], dict[str, Any] | None]) -> Any:
         @shared_task(name=name, ignore_result=True, **RETRY)
         def task(pk: int) -> None:
-            started(name, pk)
+            started(name, pk, delayed=task.request.eta is not None)
             with exclusive(name, kind, pk) as acquired:
                 if not acquired:
                     return

@@ -5,6 +5,7 @@ PodGroup, not as a condition, and repeats it thousands of times; kube-controller
 why a claim is unbound the same way. So "why pending" and a job's history read Events.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -61,15 +62,40 @@ def read_event(event: dict[str, Any]) -> EventFacts:
     )
 
 
-def events_about(
-    cluster: "Cluster", namespace: str, name: str, kind: str | None = None
-) -> list[EventFacts]:
-    """Events about one object, newest first."""
-    fields = {"involvedObject.name": name}
-    if kind:
-        fields["involvedObject.kind"] = kind
-    facts = [read_event(e) for e in cluster.list("v1", "Event", namespace=namespace, fields=fields)]
-    return newest_first(facts)
+# Up to this many objects, their Events are read one field-selected LIST each; beyond, one LIST
+# of the kind's Events in the namespace (a namespace of busy jobs holds thousands of Events, and
+# reading them all on every reconcile made each one cost in proportion to the tenant's history).
+PER_OBJECT_LISTS = 8
+
+
+def events_for(
+    cluster: "Cluster", namespace: str, kind: str, names: Iterable[str]
+) -> dict[str, list[EventFacts]]:
+    """The Events about objects of one kind, by object name, each newest first."""
+    wanted = set(names)
+    if not wanted:
+        return {}
+    if len(wanted) <= PER_OBJECT_LISTS:
+        raws = [
+            raw
+            for name in sorted(wanted)
+            for raw in cluster.list(
+                "v1",
+                "Event",
+                namespace=namespace,
+                fields={"involvedObject.kind": kind, "involvedObject.name": name},
+            )
+        ]
+    else:
+        raws = cluster.list(
+            "v1", "Event", namespace=namespace, fields={"involvedObject.kind": kind}
+        )
+    found: dict[str, list[EventFacts]] = {}
+    for raw in raws:
+        event = read_event(raw)
+        if event.kind == kind and event.name in wanted:
+            found.setdefault(event.name, []).append(event)
+    return {name: newest_first(events) for name, events in found.items()}
 
 
 def newest_first(events: list[EventFacts]) -> list[EventFacts]:

@@ -4,7 +4,7 @@ ended; and the Events about them. Logs come through `Cluster.pod_log` (`pods/log
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .events import EventFacts, newest_first, read_event
+from .events import EventFacts, events_for
 
 if TYPE_CHECKING:
     from .client import Cluster
@@ -80,12 +80,6 @@ def read_pod(pod: dict[str, Any], events: tuple[EventFacts, ...] = ()) -> PodFac
 def job_pods(cluster: "Cluster", namespace: str, job_name: str) -> list[PodFacts]:
     """The pods Volcano made for a job, by task and replica, each with its Events."""
     pods = cluster.list("v1", "Pod", namespace=namespace, labels={JOB_LABEL: job_name})
-    names = {p["metadata"]["name"] for p in pods}
-    by_pod: dict[str, list[EventFacts]] = {}
-    if pods:
-        for raw in cluster.list("v1", "Event", namespace=namespace):
-            event = read_event(raw)
-            if event.kind == "Pod" and event.name in names:
-                by_pod.setdefault(event.name, []).append(event)
-    facts = [read_pod(p, tuple(newest_first(by_pod.get(p["metadata"]["name"], [])))) for p in pods]
+    by_pod = events_for(cluster, namespace, "Pod", (p["metadata"]["name"] for p in pods))
+    facts = [read_pod(p, tuple(by_pod.get(p["metadata"]["name"], []))) for p in pods]
     return sorted(facts, key=lambda p: (p.task, p.index, p.name))

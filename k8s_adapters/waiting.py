@@ -3,8 +3,9 @@ Events around a Volcano job (apps turn them into plain words)."""
 
 from typing import TYPE_CHECKING
 
-from .events import newest_first, read_event
+from .events import PER_OBJECT_LISTS, events_for, newest_first
 from .names import workspace_claim
+from .pods import JOB_LABEL
 from .volcano import PODGROUP_API, podgroup_name, unschedulable_messages
 
 if TYPE_CHECKING:
@@ -18,26 +19,30 @@ TELLING_REASONS = frozenset({"Unschedulable", "FailedScheduling", "ExternalProvi
 def waiting_messages(cluster: "Cluster", namespace: str, job_name: str, uid: str) -> list[str]:
     """What the cluster says about a job that waits, most specific first: the PodGroup's
     Unschedulable conditions, then the newest Events about the PodGroup (a full queue is reported
-    only there), the Volcano job (pods the ResourceQuota refused), its pods (FailedScheduling)
-    and its claims (no StorageClass, no provisioner)."""
+    only there), the Volcano job (pods the ResourceQuota refused), its waiting pods
+    (FailedScheduling) and its unbound claims (no StorageClass, no provisioner). Each is read by
+    field selector: the cost does not grow with the namespace's history."""
     group_name = podgroup_name(job_name, uid)
     group = cluster.get(PODGROUP_API, "PodGroup", group_name, namespace)
     messages = unschedulable_messages(group)
-    claims = {
+    claims = [
         name
         for name in (workspace_claim(job_name),)
         if _phase(cluster.get("v1", "PersistentVolumeClaim", name, namespace)) != "Bound"
-    }  # a bound claim's old events (waiting for the provisioner) say nothing any more
-    events = newest_first([read_event(e) for e in cluster.list("v1", "Event", namespace=namespace)])
+    ]  # a bound claim's old events (waiting for the provisioner) say nothing any more
+    pods = cluster.list("v1", "Pod", namespace=namespace, labels={JOB_LABEL: job_name})
+    # Pods that wait alike say the same: a few of them tell why.
+    waiting_pods = sorted(p["metadata"]["name"] for p in pods if _phase(p) == "Pending")
+    about = [
+        events_for(cluster, namespace, "PodGroup", [group_name] if group else []),
+        events_for(cluster, namespace, "Job", [job_name]),
+        events_for(cluster, namespace, "Pod", waiting_pods[:PER_OBJECT_LISTS]),
+        events_for(cluster, namespace, "PersistentVolumeClaim", claims),
+    ]
+    events = newest_first([e for found in about for events in found.values() for e in events])
     for event in events:
-        about_job = (
-            (event.kind == "PodGroup" and event.name == group_name)
-            or (event.kind == "Job" and event.name == job_name)
-            or (event.kind == "Pod" and event.name.startswith(f"{job_name}-"))
-            or (event.kind == "PersistentVolumeClaim" and event.name in claims)
-        )
         telling = event.warning or event.reason in TELLING_REASONS
-        if about_job and telling and event.message not in messages:
+        if telling and event.message not in messages:
             messages.append(event.message)
     return messages
 

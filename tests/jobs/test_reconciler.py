@@ -9,6 +9,7 @@ from core.reconcile import enqueue
 from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job
+from k8s_adapters.volcano import VCJOB_API
 from tests.conftest import worker_process
 from tests.helpers import wait_for
 
@@ -114,3 +115,35 @@ def test_tasks_resolve_by_name_in_any_thread():
     thread.start()
     thread.join()
     assert found == ["jobs.reconcile_job"]
+
+
+def test_a_change_seen_while_a_delayed_run_waits_is_acted_on_at_once(
+    cluster, team, templates, worker, collector
+):
+    # A job waiting for its claim is requeued in a few seconds; when the collector sees the
+    # claim bind meanwhile, that run must not wait for the delayed one.
+    job, _ = services.launch_job(
+        team["tenant"],
+        team["bob"],
+        actor=team["bob"],
+        template_version=templates["single-gpu"],
+        name="prompt",
+    )
+    wait_for(
+        lambda: Job.objects.get(pk=job.pk).state == JobState.RUNNING,
+        timeout=60,
+        message="the job to run",
+    )
+    Job.objects.filter(pk=job.pk).update(cancel_requested=True)  # a change nobody enqueued yet
+    enqueue("jobs.reconcile_job", job.pk, countdown=300)  # a delayed run is waiting
+    enqueue("jobs.reconcile_job", job.pk)  # what a watch does when it sees a change
+    namespace = team["tenant"].namespace
+    wait_for(
+        lambda: (cluster.get(VCJOB_API, "Job", job.name, namespace) or {})
+        .get("status", {})
+        .get("state", {})
+        .get("phase")
+        in ("Aborting", "Aborted"),
+        timeout=30,
+        message="the cancel to reach Volcano without waiting for the delayed run",
+    )
