@@ -9,7 +9,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from common import ROOT, setup_django
+from common import ROOT, setup_django, stop
 
 setup_django()
 
@@ -98,6 +98,7 @@ def main():
         env=os.environ,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a group of its own: see stop()
     )
     try:
         while not (store.read() or {}).get("totals", {}).get("nodes", 0) >= NODES:
@@ -162,7 +163,7 @@ def main():
             f"console page, one product sorted by free: median {statistics.median(filtered):.0f} ms"
         )
     finally:
-        collector.kill()
+        stop(collector)
         cleanup()
 
 

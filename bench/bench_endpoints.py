@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 
 import requests
-from common import ROOT, setup_django, start
+from common import ROOT, setup_django, start, stop
 
 setup_django()
 sys.path.insert(0, str(ROOT / "hack" / "router"))
@@ -79,7 +79,7 @@ def nginx(listen, netns=None):
     args = ["nginx", "-g", "daemon off;", "-c", str(prefix / "nginx.conf"), "-p", str(prefix)]
     if netns:
         args = ["ip", "netns", "exec", netns, *args]
-    return subprocess.Popen(args)
+    return subprocess.Popen(args, start_new_session=True)  # a group of its own: see stop()
 
 
 def route(namespace, name, host, middleware=None):
@@ -213,11 +213,9 @@ def main():
                 results = measure(endpoint, cookie, token, ns)
                 delay = revocation_delay(endpoint.host, cookie, tenant, user)
             finally:
-                app.terminate()
-                app.wait(10)
+                stop(app)
     finally:
-        noop.terminate()
-        web.terminate()
+        stop(noop, web)
         Job.objects.filter(pk=job.pk).delete()
         cluster.delete("v1", "Namespace", tenant.namespace)
         cluster.delete("scheduling.volcano.sh/v1beta1", "Queue", tenant.queue_name)

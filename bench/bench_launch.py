@@ -10,7 +10,7 @@ import time
 import uuid
 
 import requests
-from common import percentile, setup_django, start, start_worker
+from common import percentile, setup_django, start, start_worker, stop
 
 setup_django()
 
@@ -136,7 +136,7 @@ def throughput(tenant, user, version, watcher):
         last = max(watcher.wait_for(name, timeout=600) for name in names)
         first = min(watcher.added[name] for name in names)
     finally:
-        worker.terminate()
+        stop(worker)
     return QUEUED_RUNS / (last - first), last - first
 
 
@@ -165,12 +165,10 @@ def main():
     worker = start_worker()
     try:
         samples = latency(f"http://127.0.0.1:{PORT}", tenant, version, watcher)
-        worker.terminate()
-        worker.wait(10)
+        stop(worker)
         rate, seconds = throughput(tenant, user, version, watcher)
     finally:
-        web.terminate()
-        worker.terminate()
+        stop(web, worker)  # stopping a stopped one is harmless
         watcher.stop = True
         cleanup(tenant)
     ms = [s * 1000 for s in samples]

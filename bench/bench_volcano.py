@@ -29,7 +29,7 @@ import time
 import uuid
 
 from bench_launch import login
-from common import ROOT, percentile, setup_django, start, start_worker
+from common import ROOT, percentile, setup_django, start, start_worker, stop
 
 setup_django()
 
@@ -134,7 +134,7 @@ def make_tenant():
         memory_quota_gib=8 * JOBS,
         max_running_jobs=max(JOBS, NODES),
         storage_quota_gib=2 * max(DRAIN_JOBS, JOBS),  # finished jobs keep their claims
-        pvc_quota=2 * max(DRAIN_JOBS, JOBS),
+        pvc_quota=2 * max(DRAIN_JOBS, JOBS),  # each run's claims are deleted after it
     )
     reconcile_tenant(tenant.pk)
     Membership.objects.create(tenant=tenant, user=user, role=Role.RESEARCHER)
@@ -286,14 +286,18 @@ def drain_portal(tenant, user):
 
 
 def clear(tenant):
-    """Remove every job of the tenant and wait until their pods are gone."""
+    """Remove every job of the tenant and wait until their pods and claims are gone."""
     cluster = get_cluster()
     for job in Job.objects.filter(tenant=tenant):
         job_services.delete_job(job, actor=job.owner)
     for vcjob in cluster.list(VCJOB_API, "Job", namespace=tenant.namespace):
         cluster.delete(VCJOB_API, "Job", vcjob["metadata"]["name"], tenant.namespace)
+    for claim in cluster.list("v1", "PersistentVolumeClaim", namespace=tenant.namespace):
+        cluster.delete("v1", "PersistentVolumeClaim", claim["metadata"]["name"], tenant.namespace)
     deadline = time.monotonic() + 180
-    while cluster.list("v1", "Pod", namespace=tenant.namespace):
+    while cluster.list("v1", "Pod", namespace=tenant.namespace) or cluster.list(
+        "v1", "PersistentVolumeClaim", namespace=tenant.namespace
+    ):
         if time.monotonic() > deadline:
             sys.exit("pods of the last run never went away")
         time.sleep(0.5)
@@ -320,21 +324,25 @@ def main():
     collector, _ = start([sys.executable, "manage.py", "collect_cluster"], "bench-collector.log")
     try:
         time.sleep(3)
+        print(
+            f"time to Running, {JOBS} jobs of 4 GPUs on {NODES} simulated 8-GPU nodes "
+            f"({timezone.now():%Y-%m-%d}):",
+            flush=True,
+        )
         direct, offsets = direct_run(tenant, user)
         clear(tenant)
-        portal = portal_run(tenant, version, "p", offsets)
+        compare("one after another", direct, portal_run(tenant, version, "p", offsets))
         clear(tenant)
-        burst_direct = direct_burst(tenant, user)
+        burst = direct_burst(tenant, user)
         clear(tenant)
-        burst_portal = portal_run(tenant, version, "pb")
+        compare("all at once", burst, portal_run(tenant, version, "pb"))
         if DRAIN_JOBS:
             clear(tenant)
-            direct_drain = drain_direct(tenant, user)
+            drained = drain_direct(tenant, user)
             clear(tenant)
-            portal_drain = drain_portal(tenant, user)
+            report_drain(drained, drain_portal(tenant, user))
     finally:
-        for proc in (web, collector, *workers):
-            proc.terminate()
+        stop(web, collector, *workers)
         clear(tenant)
         get_cluster().delete(QUEUE_API, "Queue", tenant.queue_name)
         get_cluster().delete("v1", "Namespace", tenant.namespace)
@@ -342,21 +350,17 @@ def main():
         AuditEvent.objects.filter(tenant=tenant).delete()
         version.template.delete()
         remove_nodes()
-    print(
-        f"time to Running, {JOBS} jobs of 4 GPUs on {NODES} simulated 8-GPU nodes "
-        f"({timezone.now():%Y-%m-%d}):"
-    )
-    for label, (d, p) in {
-        "one after another": (direct, portal),
-        "all at once": (burst_direct, burst_portal),
-    }.items():
-        print(f"{label}:")
-        d50, d99 = report("  direct", d)
-        p50, p99 = report("  portal", p)
-        added = f"{100 * (p50 / d50 - 1):+.0f}% at p50 and {100 * (p99 / d99 - 1):+.0f}% at p99"
-        print(f"  portal adds {added} (target: at most +10%)")
-    if not DRAIN_JOBS:
-        return
+
+
+def compare(label, direct, portal):
+    print(f"{label}:")
+    d50, d99 = report("  direct", direct)
+    p50, p99 = report("  portal", portal)
+    added = f"{100 * (p50 / d50 - 1):+.0f}% at p50 and {100 * (p99 / d99 - 1):+.0f}% at p99"
+    print(f"  portal adds {added} (target: at most +10%)", flush=True)
+
+
+def report_drain(direct_drain, portal_drain):
     print(f"draining {DRAIN_JOBS} jobs of 8 GPUs x 2 s, 100 at a time:")
     print(f"direct   {direct_drain[0]:6.1f} s ({DRAIN_JOBS / direct_drain[0]:.1f} jobs/s)")
     print(f"portal   {portal_drain[0]:6.1f} s ({DRAIN_JOBS / portal_drain[0]:.1f} jobs/s)")

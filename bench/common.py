@@ -1,7 +1,9 @@
 """Shared set-up for benchmarks: Django on the development database, a Redis database of their
 own, and helpers to start the portal's real processes."""
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,9 +28,28 @@ def start(args, log_name, **env):
     log.mkdir(parents=True, exist_ok=True)
     handle = (log / log_name).open("w")
     proc = subprocess.Popen(
-        args, cwd=ROOT, env={**os.environ, **env}, stdout=handle, stderr=subprocess.STDOUT
+        args,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: stop() ends its children too
     )
     return proc, log / log_name
+
+
+def stop(*procs):
+    """Stop processes start() began, with their children (granian's workers), and wait."""
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def start_worker(log_name="bench-worker.log"):

@@ -66,6 +66,14 @@ RULES = [
 QUEUE_FULL = re.compile(r"queue resource quota insufficient:?\s*(?P<what>.*)", re.IGNORECASE)
 
 
+EVICTED = {
+    "reclaim": "Volcano reclaimed this job's GPUs for another tenant that is within its "
+    "deserved share: this tenant had borrowed GPUs beyond its own share. The job waits, and runs "
+    "again when GPUs are free.",
+    "preempt": "A job of higher priority preempted this one. The job waits, and runs again when "
+    "GPUs are free.",
+}
+
 WAITING_FOR_SCHEDULER = "Waiting for the Volcano scheduler to admit the job."
 WAITING_FOR_VOLUME = "Waiting for the job's volume to be created before its pods are."
 
@@ -101,3 +109,11 @@ def _queue_full(texts):
                 f"reclaimed. (cluster: {text})"
             )
     return ""
+
+
+def evicted(message):
+    """Why the scheduler evicted a running pod of the job ("Pod is evicted, because of reclaim"),
+    in plain words."""
+    match = re.search(r"because of (\w+)", message)
+    cause = match.group(1).lower() if match else ""
+    return f"{EVICTED.get(cause, 'The scheduler evicted a pod of this job.')} (cluster: {message})"

@@ -2,6 +2,7 @@
 volumes into PVCs; observed status flows back."""
 
 import time
+from datetime import timedelta
 
 from celery import shared_task
 from django.db import transaction
@@ -23,7 +24,12 @@ from k8s_adapters.volcano import (
     read_job,
     read_queue,
 )
-from k8s_adapters.waiting import claims_to_bind_first, waiting_messages
+from k8s_adapters.waiting import (
+    claim_messages,
+    claims_to_bind_first,
+    evictions,
+    waiting_messages,
+)
 from networking.services import release_for_job
 
 from . import endpoints, pending
@@ -32,6 +38,7 @@ from .choices import FINISHED, HOLDING, PHASES, JobState
 from .models import DataVolume, Job, JobEvent
 
 ABORT_PHASES = {"Aborting", "Aborted"}
+EVICTION_CLOCK_SKEW = timedelta(seconds=5)  # Events carry the API server's clock, seconds only
 _queues = {"at": 0.0, "parents": set()}
 
 
@@ -108,8 +115,8 @@ def _ensure(job):
         _check_queue(cluster, spec.queue)
         cluster.apply(objects[:-1])
         claims = [spec.workspace_claim] + ([spec.data_volume] if spec.data_volume else [])
-        if claims_to_bind_first(cluster, spec.namespace, claims):
-            said = waiting_messages(cluster, spec.namespace, spec.name, "")
+        if unbound := claims_to_bind_first(cluster, spec.namespace, claims):
+            said = claim_messages(cluster, spec.namespace, unbound)
             reason = pending.explain(said, default=pending.WAITING_FOR_VOLUME)
             _set(job, state=JobState.PENDING, pending_reason=reason)
             _ensure_endpoints(cluster, job)  # its URLs exist from the start
@@ -153,10 +160,14 @@ def _ensure_endpoints(cluster, job, active=True):
 
 
 def _observe(job, status):
+    if status.phase != job.phase and status.phase in ("Restarting", "Pending") and job.started_at:
+        _note_eviction(job)
     state = PHASES.get(status.phase, JobState.PENDING)
     if job.cancel_requested and status.phase in ("Aborted", "Terminated"):
         state = JobState.CANCELLED
-    reason = _pending_reason(job, status.uid) if state == JobState.PENDING else ""
+    # Until Volcano's controller has seen the job (no phase yet) nothing explains a wait.
+    waits = state == JobState.PENDING and status.phase
+    reason = _pending_reason(job, status.uid) if waits else ""
     _set(
         job,
         state=state,
@@ -165,6 +176,17 @@ def _observe(job, status):
         message=status.message,
         pending_reason=reason,
     )
+
+
+def _note_eviction(job):
+    """The job ran and goes back to waiting: when the scheduler evicted its pods (reclaimed for
+    another tenant, or preempted), say so once on the job's page."""
+    since = job.events.filter(kind="evicted").values_list("created_at", flat=True).first()
+    since = since or job.started_at
+    for event in evictions(get_cluster(), job.tenant.namespace, job.name):
+        if event.last_seen and since and event.last_seen >= since - EVICTION_CLOCK_SKEW:
+            JobEvent.objects.create(job=job, kind="evicted", message=pending.evicted(event.message))
+        return  # the newest only
 
 
 def _pending_reason(job, uid):

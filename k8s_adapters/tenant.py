@@ -116,17 +116,18 @@ def build_limit_range(spec: TenantSpec) -> dict:
 
 def build_queue(spec: TenantSpec) -> dict:
     """capability = the quota (the most the tenant may hold); deserved = its fair share, so idle
-    GPUs can be borrowed and reclaimed; guarantee = GPUs reserved for it."""
+    GPUs can be borrowed and reclaimed; guarantee = GPUs reserved for it.
+
+    Shares are in GPUs: CPU and memory deserve the whole quota. Volcano's capacity plugin takes
+    a dimension missing from `deserved` as deserving nothing, so every CPU a tenant holds would
+    count as borrowed, and its pods as victims of any other tenant's reclaim."""
     deserved = spec.gpus if spec.deserved_gpus is None else spec.deserved_gpus
+    capability = {GPU: str(spec.gpus), "cpu": str(spec.cpu), "memory": f"{spec.memory_gib}Gi"}
     queue_spec = {
         "weight": spec.queue_weight,
         "reclaimable": spec.reclaimable,
-        "capability": {
-            GPU: str(spec.gpus),
-            "cpu": str(spec.cpu),
-            "memory": f"{spec.memory_gib}Gi",
-        },
-        "deserved": {GPU: str(deserved)},
+        "capability": capability,
+        "deserved": {**capability, GPU: str(deserved)},
         "guarantee": {"resource": {GPU: str(spec.guarantee_gpus)}},
     }
     if spec.parent_queue:

@@ -3,7 +3,7 @@ Events around a Volcano job (apps turn them into plain words)."""
 
 from typing import TYPE_CHECKING
 
-from .events import PER_OBJECT_LISTS, events_for, newest_first
+from .events import PER_OBJECT_LISTS, EventFacts, events_for, newest_first, read_event
 from .names import workspace_claim
 from .pods import JOB_LABEL
 from .volcano import PODGROUP_API, podgroup_name, unschedulable_messages
@@ -25,11 +25,9 @@ def waiting_messages(cluster: "Cluster", namespace: str, job_name: str, uid: str
     group_name = podgroup_name(job_name, uid)
     group = cluster.get(PODGROUP_API, "PodGroup", group_name, namespace)
     messages = unschedulable_messages(group)
-    claims = [
-        name
-        for name in (workspace_claim(job_name),)
-        if _phase(cluster.get("v1", "PersistentVolumeClaim", name, namespace)) != "Bound"
-    ]  # a bound claim's old events (waiting for the provisioner) say nothing any more
+    claim = workspace_claim(job_name)
+    # A bound claim's old events (waiting for the provisioner) say nothing any more.
+    unbound = _phase(cluster.get("v1", "PersistentVolumeClaim", claim, namespace)) != "Bound"
     pods = cluster.list("v1", "Pod", namespace=namespace, labels={JOB_LABEL: job_name})
     # Pods that wait alike say the same: a few of them tell why.
     waiting_pods = sorted(p["metadata"]["name"] for p in pods if _phase(p) == "Pending")
@@ -37,8 +35,19 @@ def waiting_messages(cluster: "Cluster", namespace: str, job_name: str, uid: str
         events_for(cluster, namespace, "PodGroup", [group_name] if group else []),
         events_for(cluster, namespace, "Job", [job_name]),
         events_for(cluster, namespace, "Pod", waiting_pods[:PER_OBJECT_LISTS]),
-        events_for(cluster, namespace, "PersistentVolumeClaim", claims),
+        events_for(cluster, namespace, "PersistentVolumeClaim", [claim] if unbound else []),
     ]
+    return _telling(about, messages)
+
+
+def claim_messages(cluster: "Cluster", namespace: str, claims: list[str]) -> list[str]:
+    """What the cluster says about claims that are not bound yet (before the job's Volcano job
+    exists, nothing else can be said about it)."""
+    return _telling([events_for(cluster, namespace, "PersistentVolumeClaim", claims)], [])
+
+
+def _telling(about: "list[dict[str, list[EventFacts]]]", messages: list[str]) -> list[str]:
+    """`messages`, then the newest telling Events' messages, each once."""
     events = newest_first([e for found in about for events in found.values() for e in events])
     for event in events:
         telling = event.warning or event.reason in TELLING_REASONS
@@ -77,3 +86,13 @@ def claims_to_bind_first(cluster: "Cluster", namespace: str, names: list[str]) -
         if klass.get("volumeBindingMode") != "WaitForFirstConsumer":
             waiting.append(name)
     return waiting
+
+
+def evictions(cluster: "Cluster", namespace: str, job_name: str) -> list[EventFacts]:
+    """Evictions of the job's pods, newest first: Volcano's reclaim and preempt actions delete a
+    running pod with a Warning `Evict` Event on it ("Pod is evicted, because of reclaim")."""
+    raws = cluster.list(
+        "v1", "Event", namespace=namespace, fields={"involvedObject.kind": "Pod", "reason": "Evict"}
+    )
+    found = [read_event(raw) for raw in raws]
+    return newest_first([e for e in found if e.name.startswith(f"{job_name}-")])

@@ -139,11 +139,13 @@ def test_a_change_seen_while_a_delayed_run_waits_is_acted_on_at_once(
     enqueue("jobs.reconcile_job", job.pk)  # what a watch does when it sees a change
     namespace = team["tenant"].namespace
     wait_for(
-        lambda: (cluster.get(VCJOB_API, "Job", job.name, namespace) or {})
-        .get("status", {})
-        .get("state", {})
-        .get("phase")
-        in ("Aborting", "Aborted"),
+        lambda: (
+            (cluster.get(VCJOB_API, "Job", job.name, namespace) or {})
+            .get("status", {})
+            .get("state", {})
+            .get("phase")
+            in ("Aborting", "Aborted")
+        ),
         timeout=30,
         message="the cancel to reach Volcano without waiting for the delayed run",
     )

@@ -6,6 +6,7 @@ names `exit N` ends with that code after the `sleep S` it names; any other comma
 
 import copy
 import time
+import uuid
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -16,6 +17,7 @@ from jobs.seed import PYTORCH_DDP
 from k8s_adapters.client import Cluster
 from k8s_adapters.tenant import QUEUE_API
 from k8s_adapters.volcano import VCJOB_API
+from tests.helpers import wait_for
 from tests.jobs.conftest import job_pods, settle
 
 A100 = "NVIDIA-A100-SXM4-80GB"
@@ -282,3 +284,72 @@ def test_a_job_whose_volume_is_never_provisioned_waits_unsubmitted_and_says_why(
         assert cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace) is None
     finally:
         cluster.delete("storage.k8s.io/v1", "StorageClass", klass)
+
+
+@pytest.fixture
+def two_tenants(db, cluster, django_capture_on_commit_callbacks):
+    """Two tenants that may each borrow the whole H100 fleet (64 GPUs) but deserve half."""
+    from tenants import services as tenant_services
+    from tenants.choices import Role
+    from tenants.models import Membership
+    from tests.tenants.conftest import make_user
+
+    admin = make_user("admin-reclaim", staff=True)
+    made = []
+    for prefix in ("lend", "need"):
+        with django_capture_on_commit_callbacks(execute=True):
+            tenant = tenant_services.create_tenant(
+                actor=admin,
+                slug=f"{prefix}-{uuid.uuid4().hex[:6]}",
+                display_name=prefix,
+                gpu_quota=64,
+                queue_deserved_gpus=32,
+                cpu_quota=512,
+                memory_quota_gib=4096,
+                queue_weight=1,
+                max_running_jobs=16,
+                storage_quota_gib=4096,  # each DDP workspace takes 200 GiB
+            )
+        user = make_user(f"{prefix}-user")
+        Membership.objects.create(tenant=tenant, user=user, role=Role.RESEARCHER)
+        made.append((tenant, user))
+    yield made
+    for tenant, _ in made:
+        cluster.delete(QUEUE_API, "Queue", tenant.queue_name)
+        cluster.delete("v1", "Namespace", tenant.namespace)
+
+
+def test_a_tenant_within_its_share_reclaims_gpus_another_tenant_borrowed(
+    cluster, two_tenants, django_capture_on_commit_callbacks
+):
+    (lender, lender_user), (needer, needer_user) = two_tenants
+    h100 = ddp(cpu="4", memory="32Gi", gpu_product="NVIDIA-H100-80GB-HBM3")
+    h100["tasks"] = h100["tasks"][:1]  # one pod of 8 GPUs, runs until stopped
+
+    def launch(tenant, user, name):
+        with django_capture_on_commit_callbacks(execute=True):
+            job, _ = services.launch_job(tenant, user, actor=user, spec_data=h100, name=name)
+        return job
+
+    borrowed = [launch(lender, lender_user, f"borrow-{i}") for i in range(8)]  # all 64 GPUs
+    for job in borrowed:
+        settle(job, JobState.RUNNING, timeout=90)
+    needed = launch(needer, needer_user, "needed")
+    settle(needed, JobState.RUNNING, timeout=90)  # Volcano evicted a borrowed pod for it
+
+    def lender_running():
+        pods = cluster.list("v1", "Pod", namespace=lender.namespace)
+        return [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+
+    wait_for(lambda: len(lender_running()) == 7, timeout=30, message="one borrowed pod reclaimed")
+    # The borrower's reclaimed job says what happened to it, and waits for GPUs again.
+    states = {job.name: settle(job, JobState.RUNNING, JobState.PENDING).state for job in borrowed}
+    [reclaimed] = [name for name, state in states.items() if state == JobState.PENDING]
+    job = next(j for j in borrowed if j.name == reclaimed)
+    assert job.events.filter(kind="state", message__contains="running → pending").exists()
+    [evicted] = job.events.filter(kind="evicted")
+    assert "reclaimed this job's GPUs for another tenant" in evicted.message
+    settle(job, JobState.PENDING)
+    assert job.events.filter(kind="evicted").count() == 1  # said once
+    others = [j for j in borrowed if j.name != reclaimed]
+    assert not any(j.events.filter(kind="evicted").exists() for j in others)

@@ -88,7 +88,7 @@ def test_a_tenant_is_a_namespace_quota_limit_range_isolation_policy_and_queue():
             "weight": 2,
             "reclaimable": False,
             "capability": {"nvidia.com/gpu": "16", "cpu": "64", "memory": "512Gi"},
-            "deserved": {"nvidia.com/gpu": "12"},
+            "deserved": {"nvidia.com/gpu": "12", "cpu": "64", "memory": "512Gi"},
             "guarantee": {"resource": {"nvidia.com/gpu": "4"}},
         },
     }
@@ -97,7 +97,7 @@ def test_a_tenant_is_a_namespace_quota_limit_range_isolation_policy_and_queue():
 def test_deserved_defaults_to_the_whole_quota_and_a_parent_queue_is_named():
     spec = TenantSpec(**{**SPEC.__dict__, "deserved_gpus": None, "parent_queue": "physics"})
     queue = build_queue(spec)
-    assert queue["spec"]["deserved"] == {"nvidia.com/gpu": "16"}
+    assert queue["spec"]["deserved"] == {"nvidia.com/gpu": "16", "cpu": "64", "memory": "512Gi"}
     assert queue["spec"]["parent"] == "physics"
 
 
