@@ -141,6 +141,7 @@ def reduce_scheduler_config(configmap: dict[str, Any]) -> dict[str, Any]:
     """The plugins vc-scheduler runs, from the ConfigMap its chart mounts as its config."""
     name = configmap["metadata"]["name"]
     plugins: set[str] = set()
+    actions: set[str] = set()
     for text in (configmap.get("data") or {}).values():
         try:
             conf = yaml.safe_load(text) or {}
@@ -148,7 +149,9 @@ def reduce_scheduler_config(configmap: dict[str, Any]) -> dict[str, Any]:
             continue
         for tier in conf.get("tiers") or [] if isinstance(conf, dict) else []:
             plugins |= {p.get("name", "") for p in tier.get("plugins") or []}
-    return {"name": name, "plugins": sorted(plugins)}
+        if isinstance(conf, dict):
+            actions |= {a.strip() for a in str(conf.get("actions") or "").split(",") if a.strip()}
+    return {"name": name, "plugins": sorted(plugins), "actions": sorted(actions)}
 
 
 def topology_ignored(
@@ -168,6 +171,40 @@ def topology_ignored(
             "fix": "Add network-topology-aware to a tier of the scheduler's configuration "
             f"(ConfigMap {SCHEDULER_CONFIGMAP}).",
         }
+    ]
+
+
+def shares_not_kept(configs: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The scheduler's configuration breaks the tenants' shares: queues' `deserved` (what the
+    portal writes) is read only by the capacity plugin, and a tenant within its share gets GPUs
+    another tenant borrowed back only through the reclaim action, for jobs overcommit let in."""
+    config = next((c for c in configs if c["name"] == SCHEDULER_CONFIGMAP), None)
+    if config is None:
+        return []
+    plugins, actions = set(config["plugins"]), set(config.get("actions") or [])
+    causes = []
+    if "capacity" not in plugins:
+        by_weight = " (proportion splits the cluster by queue weight)"
+        causes.append(
+            "it does not run the capacity plugin, so the tenants' deserved shares are ignored"
+            + (by_weight if "proportion" in plugins else "")
+        )
+    if "reclaim" not in actions:
+        causes.append("it does not run the reclaim action, so borrowed GPUs are never given back")
+    if "overcommit" in plugins:
+        causes.append(
+            "it runs the overcommit plugin, which keeps a tenant's job out of the queue while "
+            "the cluster is full, so nothing is reclaimed for it"
+        )
+    return [
+        {
+            "kind": "shares-not-kept",
+            "subject": "Volcano scheduler",
+            "cause": f"Tenants within their deserved share may wait for borrowed GPUs: {cause}.",
+            "fix": "Use the portal's recommended scheduler configuration (capacity plugin, "
+            f"reclaim action, no overcommit) in ConfigMap {SCHEDULER_CONFIGMAP}.",
+        }
+        for cause in causes
     ]
 
 
@@ -250,7 +287,8 @@ def snapshot(
         "diagnostics": diagnose(rows, queues, runtime_classes, totals)
         + unbound_claims(claims, storage_classes, now or datetime.now(UTC))
         + queue_quota_disagreements(queues, quotas)
-        + topology_ignored(scheduler_configs, hypernodes),
+        + topology_ignored(scheduler_configs, hypernodes)
+        + shares_not_kept(scheduler_configs),
     }
 
 

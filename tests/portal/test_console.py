@@ -20,6 +20,7 @@ from k8s_adapters.inventory import (
     reduce_quota,
     reduce_scheduler_config,
     reduce_storage_class,
+    shares_not_kept,
     snapshot,
     topology_ignored,
     unbound_claims,
@@ -411,3 +412,20 @@ def test_hypernodes_without_the_topology_plugin_are_diagnosed():
     assert found["kind"] == "topology-ignored"
     assert "network topology is ignored" in found["cause"]
     assert topology_ignored([], hypernodes) == []  # config not readable: no guess
+
+
+def test_a_scheduler_that_does_not_keep_tenants_shares_is_diagnosed():
+    conf = (ROOT / "hack" / "volcano" / "scheduler.conf").read_text()  # the recommended one
+    assert shares_not_kept([reduce_scheduler_config(scheduler_configmap(conf))]) == []
+    stock = (  # Volcano's default: proportion and overcommit, no reclaim
+        conf.replace(
+            "  - name: capacity\n", "  - name: proportion\n  - name: overcommit\n"
+        ).replace("enqueue, allocate, reclaim, backfill", "enqueue, allocate, backfill")
+    )
+    found = shares_not_kept([reduce_scheduler_config(scheduler_configmap(stock))])
+    causes = " ".join(f["cause"] for f in found)
+    assert {f["kind"] for f in found} == {"shares-not-kept"}
+    assert "deserved shares are ignored (proportion splits the cluster by queue weight)" in causes
+    assert "reclaim action" in causes
+    assert "overcommit" in causes
+    assert shares_not_kept([]) == []  # config not readable: no guess
