@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -47,10 +48,17 @@ def _queued_key(task_name: str, pk: int, *, delayed: bool = False) -> str:
     return f"{'requeued' if delayed else 'queued'}:{task_name}:{pk}"
 
 
+_discovering = threading.Lock()
+
+
 def _task(name: str) -> Any:
-    """The registered task of that name; fails loudly on a misspelt one."""
+    """The registered task of that name; fails loudly on a misspelt one. Autodiscovery (every
+    app's tasks module) runs once, under a lock: threads that asked at the same moment (the
+    collector's informers at start) otherwise found the tasks not yet registered."""
     if name not in current_app.tasks:
-        current_app.loader.import_default_modules()  # autodiscovery: every app's tasks module
+        with _discovering:
+            if name not in current_app.tasks:
+                current_app.loader.import_default_modules()
     return current_app.tasks[name]
 
 

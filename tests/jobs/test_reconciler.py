@@ -2,7 +2,10 @@
 `retrying` beside the object's own state, and the next run against a live cluster converges."""
 
 import json
+import os
 import socket
+import subprocess
+import sys
 
 from core.models import SyncState
 from core.reconcile import enqueue
@@ -10,7 +13,7 @@ from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job
 from k8s_adapters.volcano import VCJOB_API
-from tests.conftest import worker_process
+from tests.conftest import ROOT, worker_process
 from tests.helpers import wait_for
 
 
@@ -104,17 +107,38 @@ def test_a_permanent_refusal_ends_in_error_with_the_reason(
     assert logged[0].exc_info  # the worker log has the object's key and the traceback
 
 
-def test_tasks_resolve_by_name_in_any_thread():
-    # The collector enqueues from its informers' threads; Celery's current app is per thread.
-    import threading
+RESOLVE_IN_THREADS = """
+import threading, django
+django.setup()
+from core.reconcile import _task
+barrier, found = threading.Barrier(8), []
+def resolve():
+    barrier.wait()
+    try:
+        found.append(_task("jobs.reconcile_job").name)
+    except Exception as exc:
+        found.append(repr(exc))
+threads = [threading.Thread(target=resolve) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("\\n".join(found))
+"""
 
-    from core.reconcile import _task
 
-    found = []
-    thread = threading.Thread(target=lambda: found.append(_task("jobs.reconcile_job").name))
-    thread.start()
-    thread.join()
-    assert found == ["jobs.reconcile_job"]
+def test_tasks_resolve_by_name_in_threads_that_ask_at_once():
+    # The collector enqueues from its informers' threads, several at once as it starts; in a
+    # fresh process (this one has imported every task already) all must find the task.
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", RESOLVE_IN_THREADS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["jobs.reconcile_job"] * 8, done.stdout
 
 
 def test_a_change_seen_while_a_delayed_run_waits_is_acted_on_at_once(

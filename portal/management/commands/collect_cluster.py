@@ -128,8 +128,10 @@ def follow_job(old, new):
 
 
 def follow_claim(old, new):
-    """A job's claim was bound: the job waits for that before its Volcano job is created."""
-    if new and new["job"] and new["phase"] == "Bound" and (old or {}).get("phase") != "Bound":
+    """A job's claim was bound: the job waits for that before its Volcano job is created. Only
+    a change seen (not every bound claim listed at start: jobs waiting then come back by their
+    own requeue)."""
+    if old and new and new["job"] and new["phase"] == "Bound" and old["phase"] != "Bound":
         reconcile_job(new["tenant"], new["job"])
 
 
