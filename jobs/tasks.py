@@ -113,15 +113,14 @@ def _ensure(job):
         cluster.apply_one(_data_pvc(job.data_volume))
     if vcjob is None:
         _check_queue(cluster, spec.queue)
-        cluster.apply(objects[:-1])
+        applied = cluster.apply(objects[:-1])
         claims = [spec.workspace_claim] + ([spec.data_volume] if spec.data_volume else [])
-        if unbound := claims_to_bind_first(cluster, spec.namespace, claims):
+        if unbound := claims_to_bind_first(cluster, spec.namespace, claims, applied):
             said = claim_messages(cluster, spec.namespace, unbound)
             reason = pending.explain(said, default=pending.WAITING_FOR_VOLUME)
             _set(job, state=JobState.PENDING, pending_reason=reason)
             _ensure_endpoints(cluster, job)  # its URLs exist from the start
-            # Back when the claim binds (the collector watches claims), or in 2 s at the latest.
-            raise Requeue(2)
+            raise Requeue(_claim_recheck_seconds(job))
         vcjob = cluster.apply_one(objects[-1])
         JobEvent.objects.create(
             job=job, kind="submitted", message="Volcano job, workspace volume and secrets created."
@@ -133,6 +132,15 @@ def _ensure(job):
     if job.cancel_requested and status.phase not in ABORT_PHASES | {"Completed", "Failed"}:
         cluster.apply_one(build_abort_command(spec.namespace, spec.name, status.uid))
     return status
+
+
+def _claim_recheck_seconds(job):
+    """The collector's watch on claims brings a job back as soon as its claim binds; this is
+    the safety net, backing off with the wait (2 s, then up to 30 s): a slow provisioner with
+    many jobs waiting must not fill the workers with runs that find nothing new."""
+    since = job.submitted_at or job.created_at
+    waited = (timezone.now() - since).total_seconds() if since else 0.0
+    return min(30.0, max(2.0, waited))
 
 
 def _ensure_endpoints(cluster, job, active=True):

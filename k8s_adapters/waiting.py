@@ -1,6 +1,7 @@
 """Why a job waits, in the cluster's own words: readers that gather them from the objects and
 Events around a Volcano job (apps turn them into plain words)."""
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .events import PER_OBJECT_LISTS, EventFacts, events_for, newest_first, read_event
@@ -60,11 +61,14 @@ def _phase(obj: dict | None) -> str:
     return ((obj or {}).get("status") or {}).get("phase") or ""
 
 
-def claims_to_bind_first(cluster: "Cluster", namespace: str, names: list[str]) -> list[str]:
+def claims_to_bind_first(
+    cluster: "Cluster", namespace: str, names: list[str], known: "Iterable[dict]" = ()
+) -> list[str]:
     """The job's claims that must be Bound before its pods exist: Volcano's scheduler does not
     look again at a pod whose claim was unbound when it first saw it (volcano-sh/volcano#1983),
     so the portal creates the Volcano job only after its claims of an Immediate-binding class
-    are bound. Claims of a WaitForFirstConsumer class bind once a pod is scheduled: not these."""
+    are bound. Claims of a WaitForFirstConsumer class bind once a pod is scheduled: not these.
+    `known`: objects just applied (as the API server returned them), read instead of GETs."""
     classes = {c["metadata"]["name"]: c for c in cluster.list("storage.k8s.io/v1", "StorageClass")}
     default = next(
         (
@@ -78,8 +82,13 @@ def claims_to_bind_first(cluster: "Cluster", namespace: str, names: list[str]) -
         "",
     )
     waiting = []
+    fresh = {
+        o["metadata"]["name"]: o
+        for o in known
+        if o.get("kind") == "PersistentVolumeClaim" and o["metadata"].get("namespace") == namespace
+    }
     for name in names:
-        claim = cluster.get("v1", "PersistentVolumeClaim", name, namespace)
+        claim = fresh.get(name) or cluster.get("v1", "PersistentVolumeClaim", name, namespace)
         if claim is None or _phase(claim) == "Bound":
             continue
         klass = classes.get((claim.get("spec") or {}).get("storageClassName") or default) or {}
