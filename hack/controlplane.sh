@@ -204,25 +204,36 @@ cmd_start() {
   start_etcd
   start_apiserver
   wait_ready 90
+  log "API server ready after $(($(now) - t1))s"
   write_kubeconfig
   start_controller_manager
-  kubectl_py --kubeconfig "$LOCAL_KUBECONFIG" $(crd_files)
-  # The endpoint router (Traefik), watching this API server like an ingress controller would.
-  KUBECONFIG=$LOCAL_KUBECONFIG ROUTER_STATE=$STATE bash "$ROOT/hack/router.sh" start
-  # The real Volcano and KWOK simulated GPU nodes: jobs are scheduled and their pods run.
+  # Every CRD at once, KWOK's too (the router and Volcano scripts skip theirs: CRDS_INSTALLED).
+  kubectl_py --kubeconfig "$LOCAL_KUBECONFIG" $(crd_files) $(bash "$ROOT/hack/volcano.sh" kwok-crds)
+  log "CRDs installed after $(($(now) - t1))s"
+  # The endpoint router (Traefik), watching this API server like an ingress controller would;
+  # beside it (they share nothing) the real Volcano and KWOK simulated GPU nodes: jobs are
+  # scheduled and their pods run.
+  KUBECONFIG=$LOCAL_KUBECONFIG ROUTER_STATE=$STATE CRDS_INSTALLED=1 bash "$ROOT/hack/router.sh" start &
+  local router=$!
   local t2; t2=$(now)
-  KUBECONFIG=$LOCAL_KUBECONFIG GPU_PORTAL_STATE=$STATE bash "$ROOT/hack/volcano.sh" start
+  KUBECONFIG=$LOCAL_KUBECONFIG GPU_PORTAL_STATE=$STATE CRDS_INSTALLED=1 bash "$ROOT/hack/volcano.sh" start
   seed_nodes
   log "Volcano and simulated GPU nodes ready in $(($(now) - t2))s"
+  wait "$router" || { log "the router did not start (see above)"; return 1; }
   log "control plane ready in $(($(now) - t1))s (total $(($(now) - t0))s); KUBECONFIG=$LOCAL_KUBECONFIG"
 }
 
 seed_nodes() {  # two GPU products; the H100s under a two-tier HyperNode tree
+  # The three groups at once: they share no object.
   local v=(env KUBECONFIG="$LOCAL_KUBECONFIG" GPU_PORTAL_STATE="$STATE" bash "$ROOT/hack/volcano.sh" seed)
-  "${v[@]}" --nodes "${SIM_H100_NODES:-8}" --gpus 8 --leaves 4 --spines 2
-  "${v[@]}" --nodes 2 --gpus 8 --product NVIDIA-A100-SXM4-80GB --prefix kwok-a100- --leaves 1 --spines 1
+  "${v[@]}" --nodes "${SIM_H100_NODES:-8}" --gpus 8 --leaves 4 --spines 2 & local h100=$!
+  "${v[@]}" --nodes 2 --gpus 8 --product NVIDIA-A100-SXM4-80GB --prefix kwok-a100- --leaves 1 --spines 1 &
+  local a100=$!
   # CPU nodes without the GPU taint, for pods that ask for no GPU (up to 110 pods each)
-  "${v[@]}" --nodes 2 --gpus 0 --prefix kwok-cpu- --leaves 1 --spines 1
+  "${v[@]}" --nodes 2 --gpus 0 --prefix kwok-cpu- --leaves 1 --spines 1 & local cpu=$!
+  local failed=0
+  for pid in $h100 $a100 $cpu; do wait "$pid" || failed=1; done
+  ((failed == 0)) || { log "seeding simulated nodes failed (see above)"; return 1; }
 }
 
 cmd_stop() {

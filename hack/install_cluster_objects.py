@@ -31,7 +31,8 @@ CLUSTER_OBJECTS = [
 
 def load_documents(paths):
     for path in paths:
-        for doc in yaml.safe_load_all(Path(path).read_text()):
+        # The C loader: the pure-Python one took 2.4 s for the 29 CRDs (760 kB).
+        for doc in yaml.load_all(Path(path).read_text(), Loader=yaml.CSafeLoader):
             if doc:
                 yield doc
 

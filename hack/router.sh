@@ -172,7 +172,9 @@ cmd_start() {
   local t1; t1=$(now)
   # Server-side apply, then wait for Established: traefik's informers fail on missing kinds.
   # shellcheck disable=SC2046
-  "$(python_bin)" "$ROOT/hack/install_cluster_objects.py" --kubeconfig "$KUBECONFIG" $(crd_files)
+  if [[ -z ${CRDS_INSTALLED:-} ]]; then  # hack/controlplane.sh installs them all at once
+    "$(python_bin)" "$ROOT/hack/install_cluster_objects.py" --kubeconfig "$KUBECONFIG" $(crd_files)
+  fi
   objects_py gateway --namespace "$NAMESPACE" --gateway "$GATEWAY" \
     --gateway-class "$GATEWAY_CLASS" --port "$HTTP_PORT"
   log "CRDs and Gateway $NAMESPACE/$GATEWAY installed in $(($(now) - t1))s"

@@ -265,9 +265,11 @@ cmd_start() {
   fi
   mkdir -p "$RUN"
   t=$(now)
-  "$(python_bin)" "$ROOT/hack/install_cluster_objects.py" --kubeconfig "$KUBECONFIG" \
-    $(crd_files) $(kwok_crd_files)
-  log "CRDs installed in $(($(now) - t))s"
+  if [[ -z ${CRDS_INSTALLED:-} ]]; then  # hack/controlplane.sh installs them with its own
+    "$(python_bin)" "$ROOT/hack/install_cluster_objects.py" --kubeconfig "$KUBECONFIG" \
+      $(crd_files) $(kwok_crd_files)
+    log "CRDs installed in $(($(now) - t))s"
+  fi
   t=$(now)
   write_certs
   cluster_py webhooks --url "https://127.0.0.1:$VC_WEBHOOK_PORT" --ca-file "$CERTS/ca.crt" \
@@ -341,5 +343,6 @@ case ${1:-} in
   stop) cmd_stop ;;
   status) cmd_status ;;
   crds) crd_files ;;
-  *) echo "usage: $0 build|start|seed [--nodes N ...]|stop|status|crds" >&2; exit 2 ;;
+  kwok-crds) kwok_crd_files ;;
+  *) echo "usage: $0 build|start|seed [--nodes N ...]|stop|status|crds|kwok-crds" >&2; exit 2 ;;
 esac
