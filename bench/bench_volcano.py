@@ -290,7 +290,9 @@ def drain_portal(tenant, user):
 
 
 def clear(tenant):
-    """Remove every job of the tenant and wait until their pods and claims are gone."""
+    """Remove every job of the tenant and wait until their pods, claims and volumes are gone:
+    the next run starts on a quiet cluster (the PV binder busy releasing 200 volumes held the
+    next run's claims back for seconds)."""
     cluster = get_cluster()
     for job in Job.objects.filter(tenant=tenant):
         job_services.delete_job(job, actor=job.owner)
@@ -299,11 +301,21 @@ def clear(tenant):
     for claim in cluster.list("v1", "PersistentVolumeClaim", namespace=tenant.namespace):
         cluster.delete("v1", "PersistentVolumeClaim", claim["metadata"]["name"], tenant.namespace)
     deadline = time.monotonic() + 180
-    while cluster.list("v1", "Pod", namespace=tenant.namespace) or cluster.list(
-        "v1", "PersistentVolumeClaim", namespace=tenant.namespace
+
+    def volumes():
+        return [
+            v
+            for v in cluster.list("v1", "PersistentVolume")
+            if ((v.get("spec") or {}).get("claimRef") or {}).get("namespace") == tenant.namespace
+        ]
+
+    while (
+        cluster.list("v1", "Pod", namespace=tenant.namespace)
+        or cluster.list("v1", "PersistentVolumeClaim", namespace=tenant.namespace)
+        or volumes()
     ):
         if time.monotonic() > deadline:
-            sys.exit("pods of the last run never went away")
+            sys.exit("pods, claims or volumes of the last run never went away")
         time.sleep(0.5)
 
 
@@ -353,6 +365,7 @@ def main():
         Job.objects.filter(tenant=tenant).delete()
         AuditEvent.objects.filter(tenant=tenant).delete()
         version.template.delete()
+        tenant.delete()
         remove_nodes()
 
 

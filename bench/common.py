@@ -15,6 +15,9 @@ BENCH_REDIS = f"redis://127.0.0.1:{os.environ.get('REDIS_PORT', '63790')}/2"
 
 
 def setup_django():
+    # A benchmark stopped with SIGTERM still stops what it started and removes what it made
+    # (its `finally` blocks run).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.path.insert(0, str(ROOT))
     os.environ["REDIS_URL"] = BENCH_REDIS
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")

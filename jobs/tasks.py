@@ -136,11 +136,11 @@ def _ensure(job):
 
 def _claim_recheck_seconds(job):
     """The collector's watch on claims brings a job back as soon as its claim binds; this is
-    the safety net, backing off with the wait (2 s, then up to 30 s): a slow provisioner with
+    the safety net, backing off with the wait (5 s, then up to 30 s): a slow provisioner with
     many jobs waiting must not fill the workers with runs that find nothing new."""
     since = job.submitted_at or job.created_at
     waited = (timezone.now() - since).total_seconds() if since else 0.0
-    return min(30.0, max(2.0, waited))
+    return min(30.0, max(5.0, waited))
 
 
 def _ensure_endpoints(cluster, job, active=True):
@@ -266,9 +266,16 @@ def reconcile_data_volume(volume):
 
 
 @shared_task(name="jobs.resync_jobs", ignore_result=True)
-def resync_jobs():
-    """Re-enqueue every job the cluster holds or should hold, and admit what fits."""
-    enqueue_all("jobs.reconcile_job", Job.objects.holding().values_list("pk", flat=True))
+def resync_jobs(everything=False):
+    """Re-enqueue the jobs whose state the collector's watches do not follow (waiting ones:
+    why they wait is read from Events) and those being deleted, and admit what fits. Every job
+    the cluster holds or should hold only when `everything` (the slower full resync): running
+    jobs are followed by the collector's watch on Volcano jobs, and a resync of them all every
+    few seconds kept the workers busy in proportion to the cluster's size."""
+    holding = Job.objects.holding()
+    if not everything:
+        holding = holding.filter(state__in=(JobState.SUBMITTING, JobState.PENDING))
+    enqueue_all("jobs.reconcile_job", holding.values_list("pk", flat=True))
     enqueue_all(
         "jobs.reconcile_job", Job.objects.filter(delete_requested=True).values_list("pk", flat=True)
     )

@@ -202,12 +202,19 @@ METRICS_PORT = env.int("METRICS_PORT", default=9100)
 PORTAL_RESYNC_TASKS = ["tenants.resync_tenants", "networking.resync_pools"]
 # Where Whereabouts keeps its IPPool objects.
 WHEREABOUTS_NAMESPACE = env.str("WHEREABOUTS_NAMESPACE", default="kube-system")
-# Job status follows the cluster at least this often (besides the full resync).
+# Why waiting jobs wait is read again at least this often; every job is resynced with the
+# full resync (the collector's watch on Volcano jobs follows them in between).
 JOB_SYNC_INTERVAL = env.int("JOB_SYNC_INTERVAL", default=10)
 CELERY_BEAT_SCHEDULE["jobs"] = {
     "task": "jobs.resync_jobs",
     "schedule": timedelta(seconds=JOB_SYNC_INTERVAL),
     "options": {"expires": JOB_SYNC_INTERVAL},
+}
+CELERY_BEAT_SCHEDULE["all-jobs"] = {
+    "task": "jobs.resync_jobs",
+    "schedule": timedelta(seconds=RESYNC_INTERVAL),
+    "kwargs": {"everything": True},
+    "options": {"expires": RESYNC_INTERVAL},
 }
 
 # Where Volcano runs: the collector reads its scheduler's configuration ConfigMap there.

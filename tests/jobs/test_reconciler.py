@@ -15,6 +15,7 @@ from jobs.models import Job
 from k8s_adapters.volcano import VCJOB_API
 from tests.conftest import ROOT, worker_process
 from tests.helpers import wait_for
+from tests.jobs.conftest import settle
 
 
 def dead_kubeconfig(path):
@@ -173,3 +174,23 @@ def test_a_change_seen_while_a_delayed_run_waits_is_acted_on_at_once(
         timeout=30,
         message="the cancel to reach Volcano without waiting for the delayed run",
     )
+
+
+def test_the_frequent_resync_rereads_waiting_jobs_and_the_full_one_every_job(
+    team, templates, launch, monkeypatch
+):
+    # Running jobs are followed by the collector's watch on Volcano jobs; re-reading them all
+    # every few seconds kept the workers busy in proportion to the cluster's size.
+    from jobs import tasks
+
+    running = settle(launch(templates["single-gpu"], name="runs"), JobState.RUNNING)
+    waiting = launch(templates["single-gpu"], name="waits")
+    Job.objects.filter(pk=waiting.pk).update(state=JobState.PENDING)  # e.g. its queue is full
+    sent = []
+    monkeypatch.setattr(tasks, "enqueue_all", lambda name, pks: sent.extend(pks))
+    tasks.resync_jobs()
+    assert waiting.pk in sent
+    assert running.pk not in sent
+    sent.clear()
+    tasks.resync_jobs(everything=True)
+    assert {waiting.pk, running.pk} <= set(sent)

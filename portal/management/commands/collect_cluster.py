@@ -122,7 +122,11 @@ class Command(BaseCommand):
 
 
 def follow_job(old, new):
-    """Volcano changed a job's phase or counts (or it vanished): reconcile that job now."""
+    """Volcano changed a job's phase or counts (or it vanished): reconcile that job now. Not
+    for pod counts moving while the job is still Pending (its pods being created): the page
+    shows why it waits, which the job resync reads again."""
+    if old and new and old["phase"] == new["phase"] == "Pending":
+        return
     current = new or old
     reconcile_job(current["tenant"], current["name"])
 
