@@ -39,6 +39,7 @@ from .models import DataVolume, Job, JobEvent
 
 ABORT_PHASES = {"Aborting", "Aborted"}
 EVICTION_CLOCK_SKEW = timedelta(seconds=5)  # Events carry the API server's clock, seconds only
+PENDING_REASON_AFTER = 3  # seconds after submission: Volcano schedules every second
 _queues = {"at": 0.0, "parents": set()}
 
 
@@ -173,8 +174,10 @@ def _observe(job, status):
     state = PHASES.get(status.phase, JobState.PENDING)
     if job.cancel_requested and status.phase in ("Aborted", "Terminated"):
         state = JobState.CANCELLED
-    # Until Volcano's controller has seen the job (no phase yet) nothing explains a wait.
-    waits = state == JobState.PENDING and status.phase
+    # Until Volcano's controller has seen the job (no phase yet) and its scheduler has had a
+    # few cycles, nothing explains a wait: the job resync reads why it waits from then on.
+    waited = (timezone.now() - job.submitted_at).total_seconds() if job.submitted_at else 0
+    waits = state == JobState.PENDING and status.phase and waited >= PENDING_REASON_AFTER
     reason = _pending_reason(job, status.uid) if waits else ""
     _set(
         job,

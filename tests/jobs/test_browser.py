@@ -11,8 +11,10 @@ pytestmark = pytest.mark.browser
 
 
 def test_a_researcher_launches_ddp_and_watches_it_run_and_complete(
-    page, live_server, worker, cluster, team, templates, tmp_path
+    page, live_server, worker, collector, cluster, team, templates, tmp_path
 ):
+    # The portal's processes as deployed: the collector's watch on Volcano jobs carries the
+    # phase changes; beat re-reads why a waiting job waits.
     with worker_process(tmp_path / "beat.log", beat=True, JOB_SYNC_INTERVAL="2"):
         slug, namespace = team["tenant"].slug, team["tenant"].namespace
         sign_in(page, live_server.url, "bob", "pw-bob")

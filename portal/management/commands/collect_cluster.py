@@ -127,6 +127,8 @@ def follow_job(old, new):
     shows why it waits, which the job resync reads again."""
     if old and new and old["phase"] == new["phase"] == "Pending":
         return
+    if old is None and new and not new["phase"]:
+        return  # just created: the run that created it has seen it
     current = new or old
     reconcile_job(current["tenant"], current["name"])
 
