@@ -39,7 +39,7 @@ from django.utils import timezone  # noqa: E402
 from core.cluster import get_cluster  # noqa: E402
 from jobs import services as job_services  # noqa: E402
 from jobs.models import Job  # noqa: E402
-from k8s_adapters.errors import PermanentK8sError  # noqa: E402
+from k8s_adapters.errors import PermanentK8sError, TransientK8sError  # noqa: E402
 from k8s_adapters.tenant import QUEUE_API  # noqa: E402
 from k8s_adapters.volcano import VCJOB_API, build_job, read_job  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
@@ -191,11 +191,24 @@ def portal_run(tenant, version, prefix, offsets=None):
     return [started[n].timestamp() - posted[n] for n in posted]
 
 
+def apply_retrying(cluster, objects):
+    """Apply, again after a transient refusal (a 409 while the ResourceQuota admission races
+    with its controller under load): what any client of the API server does."""
+    for attempt in range(10):
+        try:
+            return cluster.apply(objects)
+        except TransientK8sError:
+            if attempt == 9:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+    return None
+
+
 def apply_like_a_careful_script(cluster, objects):
     """The claim first, the Volcano job once it is bound: created together, Volcano's scheduler
     may never schedule the pod (volcano-sh/volcano#1983), as the portal found."""
     *volumes, vcjob = objects
-    cluster.apply(volumes)
+    apply_retrying(cluster, volumes)
     claims = [o for o in volumes if o["kind"] == "PersistentVolumeClaim"]
     for claim in claims:
         meta = claim["metadata"]
@@ -204,7 +217,7 @@ def apply_like_a_careful_script(cluster, objects):
             if ((found or {}).get("status") or {}).get("phase") == "Bound":
                 break
             time.sleep(0.02)
-    cluster.apply_one(vcjob)
+    apply_retrying(cluster, [vcjob])
 
 
 def direct_run(tenant, user):
@@ -240,7 +253,7 @@ def direct_burst(tenant, user, prefix="db", spec=SPEC, count=JOBS, done=False):
         name = f"{prefix}-{i:04d}"
         *volumes, vcjob = build_job(job_services.resolve(tenant, user, name=name, data=spec))
         created[name] = time.time()
-        cluster.apply(volumes)
+        apply_retrying(cluster, volumes)
         claim = next(o for o in volumes if o["kind"] == "PersistentVolumeClaim")
         vcjobs[claim["metadata"]["name"]] = vcjob
     deadline = time.monotonic() + 1800
@@ -250,7 +263,7 @@ def direct_burst(tenant, user, prefix="db", spec=SPEC, count=JOBS, done=False):
         for claim in cluster.list("v1", "PersistentVolumeClaim", namespace=tenant.namespace):
             name = claim["metadata"]["name"]
             if name in vcjobs and (claim.get("status") or {}).get("phase") == "Bound":
-                cluster.apply_one(vcjobs.pop(name))
+                apply_retrying(cluster, [vcjobs.pop(name)])
         time.sleep(0.05)
     watcher.wait_all(created, timeout=3600, done=done)
     watcher.stop = True
