@@ -139,9 +139,13 @@ def _claim_recheck_seconds(job):
     """The collector's watch on claims brings a job back as soon as its claim binds; this is
     the safety net, backing off with the wait (5 s, then up to 30 s): a slow provisioner with
     many jobs waiting must not fill the workers with runs that find nothing new."""
+    return min(30.0, max(5.0, _waited(job)))
+
+
+def _waited(job):
+    """Seconds since the job was admitted to the cluster (submitted)."""
     since = job.submitted_at or job.created_at
-    waited = (timezone.now() - since).total_seconds() if since else 0.0
-    return min(30.0, max(5.0, waited))
+    return (timezone.now() - since).total_seconds() if since else 0.0
 
 
 def _ensure_endpoints(cluster, job, active=True):
@@ -176,8 +180,7 @@ def _observe(job, status):
         state = JobState.CANCELLED
     # Until Volcano's controller has seen the job (no phase yet) and its scheduler has had a
     # few cycles, nothing explains a wait: the job resync reads why it waits from then on.
-    waited = (timezone.now() - job.submitted_at).total_seconds() if job.submitted_at else 0
-    waits = state == JobState.PENDING and status.phase and waited >= PENDING_REASON_AFTER
+    waits = state == JobState.PENDING and status.phase and _waited(job) >= PENDING_REASON_AFTER
     reason = _pending_reason(job, status.uid) if waits else ""
     _set(
         job,
