@@ -141,8 +141,9 @@ class Cluster:
                 field_manager=self.field_manager,
                 force_conflicts=True,
                 dry_run="All" if dry_run else None,
+                serialize=False,
             )
-        return obj.to_dict()
+        return _decoded(obj)
 
     def apply_status(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Apply to the status subresource (tests play a controller's part with this). Kinds whose
@@ -160,8 +161,9 @@ class Cluster:
                 namespace=self._namespace(resource, meta.get("namespace")),
                 field_manager=f"{self.field_manager}-status",
                 force_conflicts=True,
+                serialize=False,
             )
-        return obj.to_dict()
+        return _decoded(obj)
 
     def patch_merge(
         self,
@@ -179,8 +181,9 @@ class Cluster:
                 name=name,
                 namespace=self._namespace(resource, namespace),
                 content_type="application/merge-patch+json",
+                serialize=False,
             )
-        return obj.to_dict()
+        return _decoded(obj)
 
     def patch_json(
         self,
@@ -201,13 +204,14 @@ class Cluster:
                     name=name,
                     namespace=self._namespace(resource, namespace),
                     content_type="application/json-patch+json",
+                    serialize=False,
                 )
         except K8sError as exc:
             tests = any(op.get("op") == "test" for op in operations)
             if exc.status == 409 or (exc.status == 422 and tests):
                 raise ConflictK8sError(exc.message, status=409, reason="Conflict") from exc
             raise
-        return obj.to_dict()
+        return _decoded(obj)
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
         """Delete one object in the background; False when it was already gone."""
@@ -286,12 +290,14 @@ class Cluster:
         resource = self.resource(api_version, kind)
         try:
             with translating():
-                obj = resource.get(name=name, namespace=self._namespace(resource, namespace))
+                obj = resource.get(
+                    name=name, namespace=self._namespace(resource, namespace), serialize=False
+                )
         except Exception as exc:
             if getattr(exc, "status", None) == 404:
                 return None
             raise
-        return obj.to_dict()
+        return _decoded(obj)
 
     def list(
         self,
@@ -323,7 +329,9 @@ class Cluster:
                 namespace=self._namespace(resource, namespace),
                 label_selector=label_selector(labels) if labels else None,
                 field_selector=label_selector(fields) if fields else None,
-            ).to_dict()
+                serialize=False,
+            )
+            result = _decoded(result)
         items = result.get("items", [])
         for item in items:  # list items carry no apiVersion/kind of their own
             item.setdefault("apiVersion", api_version)
@@ -431,6 +439,12 @@ class Cluster:
         except Exception:
             return False
         return True
+
+
+def _decoded(response: Any) -> Any:
+    """The API server's answer as plain JSON. The dynamic client's own wrapping of it (an object
+    per field, turned back into dicts) took three times the CPU on lists of nodes or pods."""
+    return json.loads(response.data)
 
 
 def _watch_error(status: dict[str, Any]) -> Exception:
