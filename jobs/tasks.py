@@ -5,11 +5,12 @@ import time
 from datetime import timedelta
 
 from celery import shared_task
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from core.cluster import get_cluster
-from core.reconcile import Requeue, enqueue_all, reconciler
+from core.reconcile import enqueue_all, once_every, reconciler
 from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import PermanentK8sError, plain_words
 from k8s_adapters.labels import portal_labels
@@ -40,6 +41,9 @@ from .models import DataVolume, Job, JobEvent
 ABORT_PHASES = {"Aborting", "Aborted"}
 EVICTION_CLOCK_SKEW = timedelta(seconds=5)  # Events carry the API server's clock, seconds only
 PENDING_REASON_AFTER = 3  # seconds after submission: Volcano schedules every second
+PENDING_REASON_EVERY = 5  # seconds: reading why a job waits takes several LISTs
+# Jobs waiting longer than this are re-read by every LONG_WAIT_EVERY-th frequent resync only.
+LONG_WAIT, LONG_WAIT_EVERY = timedelta(minutes=1), 3
 _queues = {"at": 0.0, "parents": set()}
 
 
@@ -117,29 +121,38 @@ def _ensure(job):
         applied = cluster.apply(objects[:-1])
         claims = [spec.workspace_claim] + ([spec.data_volume] if spec.data_volume else [])
         if unbound := claims_to_bind_first(cluster, spec.namespace, claims, applied):
-            said = claim_messages(cluster, spec.namespace, unbound)
+            # A claim just created has nothing to say yet: its Events are read once it waits.
+            said = []
+            if _waited(job) >= PENDING_REASON_AFTER:
+                said = claim_messages(cluster, spec.namespace, unbound)
             reason = pending.explain(said, default=pending.WAITING_FOR_VOLUME)
             _set(job, state=JobState.PENDING, pending_reason=reason)
             _ensure_endpoints(cluster, job)  # its URLs exist from the start
-            raise Requeue(_claim_recheck_seconds(job))
+            # The collector's watch on claims brings the job back as soon as its claim binds;
+            # the job resync is the safety net, as for every waiting job.
+            return None
         vcjob = cluster.apply_one(objects[-1])
+        status = read_job(vcjob)
+        _volumes_due(status.uid)  # just applied: the next runs need not
         JobEvent.objects.create(
             job=job, kind="submitted", message="Volcano job, workspace volume and secrets created."
         )
     else:
-        cluster.apply(objects[:-1])
+        status = read_job(vcjob)
+        if _volumes_due(status.uid):
+            cluster.apply(objects[:-1])
     _ensure_endpoints(cluster, job)
-    status = read_job(vcjob)
     if job.cancel_requested and status.phase not in ABORT_PHASES | {"Completed", "Failed"}:
         cluster.apply_one(build_abort_command(spec.namespace, spec.name, status.uid))
     return status
 
 
-def _claim_recheck_seconds(job):
-    """The collector's watch on claims brings a job back as soon as its claim binds; this is
-    the safety net, backing off with the wait (5 s, then up to 30 s): a slow provisioner with
-    many jobs waiting must not fill the workers with runs that find nothing new."""
-    return min(30.0, max(5.0, _waited(job)))
+def _volumes_due(uid):
+    """Whether a submitted job's claim and Secret are due to be applied again, marking them
+    applied. Runs that Volcano's watch brings (every phase change) only follow the phase; the
+    volumes are applied again at most once a resync interval, so a claim or Secret deleted by
+    hand comes back within that interval. Keyed by the Volcano job's uid: a relaunch is new."""
+    return once_every(f"job-volumes:{uid}", settings.RESYNC_INTERVAL)
 
 
 def _waited(job):
@@ -181,7 +194,10 @@ def _observe(job, status):
     # Until Volcano's controller has seen the job (no phase yet) and its scheduler has had a
     # few cycles, nothing explains a wait: the job resync reads why it waits from then on.
     waits = state == JobState.PENDING and status.phase and _waited(job) >= PENDING_REASON_AFTER
-    reason = _pending_reason(job, status.uid) if waits else ""
+    reason = ""
+    if waits:  # read again at most every few seconds, however often the job's runs come
+        due = once_every(f"why-pending:{status.uid}", PENDING_REASON_EVERY)
+        reason = _pending_reason(job, status.uid) if due else job.pending_reason
     _set(
         job,
         state=state,
@@ -281,6 +297,9 @@ def resync_jobs(everything=False):
     holding = Job.objects.holding()
     if not everything:
         holding = holding.filter(state__in=(JobState.SUBMITTING, JobState.PENDING))
+        tick = int(time.time() // settings.JOB_SYNC_INTERVAL)
+        if tick % LONG_WAIT_EVERY:  # jobs that have waited long are re-read less often
+            holding = holding.filter(submitted_at__gte=timezone.now() - LONG_WAIT)
     enqueue_all("jobs.reconcile_job", holding.values_list("pk", flat=True))
     enqueue_all(
         "jobs.reconcile_job", Job.objects.filter(delete_requested=True).values_list("pk", flat=True)

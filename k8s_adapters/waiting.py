@@ -69,6 +69,18 @@ def claims_to_bind_first(
     so the portal creates the Volcano job only after its claims of an Immediate-binding class
     are bound. Claims of a WaitForFirstConsumer class bind once a pod is scheduled: not these.
     `known`: objects just applied (as the API server returned them), read instead of GETs."""
+    fresh = {
+        o["metadata"]["name"]: o
+        for o in known
+        if o.get("kind") == "PersistentVolumeClaim" and o["metadata"].get("namespace") == namespace
+    }
+    claims = [
+        fresh.get(name) or cluster.get("v1", "PersistentVolumeClaim", name, namespace)
+        for name in names
+    ]
+    unbound = [c for c in claims if c is not None and _phase(c) != "Bound"]
+    if not unbound:
+        return []
     classes = {c["metadata"]["name"]: c for c in cluster.list("storage.k8s.io/v1", "StorageClass")}
     default = next(
         (
@@ -82,18 +94,10 @@ def claims_to_bind_first(
         "",
     )
     waiting = []
-    fresh = {
-        o["metadata"]["name"]: o
-        for o in known
-        if o.get("kind") == "PersistentVolumeClaim" and o["metadata"].get("namespace") == namespace
-    }
-    for name in names:
-        claim = fresh.get(name) or cluster.get("v1", "PersistentVolumeClaim", name, namespace)
-        if claim is None or _phase(claim) == "Bound":
-            continue
+    for claim in unbound:
         klass = classes.get((claim.get("spec") or {}).get("storageClassName") or default) or {}
         if klass.get("volumeBindingMode") != "WaitForFirstConsumer":
-            waiting.append(name)
+            waiting.append(claim["metadata"]["name"])
     return waiting
 
 

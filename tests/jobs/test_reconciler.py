@@ -6,16 +6,27 @@ import os
 import socket
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime, timedelta
 
+import time_machine
+
+from accounts.models import SSHKey
 from core.models import SyncState
 from core.reconcile import enqueue
 from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job
+from jobs.tasks import reconcile_job
+from k8s_adapters.names import ssh_keys_secret
 from k8s_adapters.volcano import VCJOB_API
 from tests.conftest import ROOT, worker_process
 from tests.helpers import wait_for
 from tests.jobs.conftest import settle
+
+ED25519 = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl bob@laptop"
+)
 
 
 def dead_kubeconfig(path):
@@ -194,3 +205,50 @@ def test_the_frequent_resync_rereads_waiting_jobs_and_the_full_one_every_job(
     sent.clear()
     tasks.resync_jobs(everything=True)
     assert {waiting.pk, running.pk} <= set(sent)
+
+
+def test_jobs_that_have_waited_long_are_reread_by_every_third_frequent_resync(
+    team, templates, launch, monkeypatch, settings
+):
+    # Why a job waits is read from Events, several LISTs a run: a backlog of jobs waiting for
+    # many minutes must not cost that every few seconds each.
+    from jobs import tasks
+
+    old = launch(templates["single-gpu"], name="waits-long")
+    new = launch(templates["single-gpu"], name="waits-now")
+    interval = settings.JOB_SYNC_INTERVAL
+    first = (int(time.time() // interval) // 3 + 1) * 3 * interval  # a third tick
+    Job.objects.filter(pk=new.pk).update(
+        state=JobState.PENDING, submitted_at=datetime.fromtimestamp(first, UTC)
+    )
+    Job.objects.filter(pk=old.pk).update(
+        state=JobState.PENDING, submitted_at=datetime.fromtimestamp(first, UTC) - timedelta(hours=1)
+    )
+    sent = []
+    monkeypatch.setattr(tasks, "enqueue_all", lambda name, pks: sent.extend(pks))
+    seen = []
+    for tick in range(3):
+        sent.clear()
+        with time_machine.travel(first + tick * interval + 1, tick=False):
+            tasks.resync_jobs()
+        seen.append({old.pk, new.pk} & set(sent))
+    assert seen == [{old.pk, new.pk}, {new.pk}, {new.pk}]
+
+
+def test_a_submitted_jobs_secret_deleted_by_hand_comes_back_within_the_resync_interval(
+    cluster, team, templates, launch, settings
+):
+    # The runs the collector's watch brings (every phase change) only follow the phase: the
+    # job's claim and Secret are applied again at most once a resync interval.
+    settings.RESYNC_INTERVAL = 8
+    SSHKey.objects.create(user=team["bob"], name="laptop", public_key=ED25519)
+    job = launch(templates["single-gpu"], name="keys")
+    namespace = team["tenant"].namespace
+    name = ssh_keys_secret(job.name)
+    assert cluster.get("v1", "Secret", name, namespace) is not None
+    cluster.delete("v1", "Secret", name, namespace)
+    reconcile_job(job.pk)
+    assert cluster.get("v1", "Secret", name, namespace) is None  # the run just after submission
+    time.sleep(settings.RESYNC_INTERVAL)
+    reconcile_job(job.pk)
+    assert cluster.get("v1", "Secret", name, namespace) is not None
