@@ -121,14 +121,16 @@ class Command(BaseCommand):
         return snapshot
 
 
+# Phases of a job that waits (none yet: Volcano's controller has not seen it).
+WAITING = frozenset({"", "Pending", "Inqueue"})
+
+
 def follow_job(old, new):
     """Volcano changed a job's phase or counts (or it vanished): reconcile that job now. Not
-    for pod counts moving while the job is still Pending (its pods being created): the page
-    shows why it waits, which the job resync reads again."""
-    if old and new and old["phase"] == new["phase"] == "Pending":
+    while it only moves between waiting phases (created, Pending, Inqueue, pods being created):
+    it waits all along, and why is read by the job resync."""
+    if new and new["phase"] in WAITING and (old is None or old["phase"] in WAITING):
         return
-    if old is None and new and not new["phase"]:
-        return  # just created: the run that created it has seen it
     current = new or old
     reconcile_job(current["tenant"], current["name"])
 
