@@ -4,6 +4,7 @@ dies mid-task leaves the message to be redelivered and the next run converges.""
 import os
 
 from celery import Celery
+from celery.signals import task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -13,3 +14,13 @@ app.autodiscover_tasks()
 # The default app in every thread too: Celery's "current app" is per thread, and the collector
 # enqueues reconciles from its informers' threads, which would otherwise see an empty app.
 app.set_default()
+
+
+@task_prerun.connect
+def keep_connections_as_django_does(task=None, **kwargs):
+    """Before each task, what Django does before each request: close a connection that is
+    broken or older than CONN_MAX_AGE (not in eager runs: they share the caller's)."""
+    if task is not None and not task.request.is_eager:
+        from django.db import close_old_connections
+
+        close_old_connections()

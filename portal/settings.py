@@ -144,6 +144,11 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery closes the database connection before and after every task unless told to reuse it:
+# each reconcile then paid a new PostgreSQL connection (a backend process forked and
+# authenticated). Workers keep it instead, under the same CONN_MAX_AGE and health checks as
+# the web (portal/celery.py); this only bounds how many tasks one connection serves.
+CELERY_DB_REUSE_MAX = 10_000
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 RESYNC_INTERVAL = env.int("RESYNC_INTERVAL", default=60)
