@@ -132,6 +132,17 @@ def exclusive(task_name: str, kind: str, pk: int) -> Iterator[bool]:
                 cursor.execute("SELECT pg_advisory_unlock(%s::bigint)", [key])
 
 
+class Requeue(Exception):  # noqa: N818 (a signal, not an error)
+    """Raised by a reconciler waiting for something the cluster does soon (a claim to bind): the
+    run counts as in sync and the task runs again after `after` seconds, like controller-runtime's
+    RequeueAfter. Inline (eager) runs are not requeued: whoever runs them inline runs them again,
+    and the collector's watches bring the object back too."""
+
+    def __init__(self, after: float) -> None:
+        super().__init__(f"requeue after {after}s")
+        self.after = after
+
+
 def record_sync(
     obj: Reconciled, state: str, message: str = "", observed: dict[str, Any] | None = None
 ) -> None:
@@ -172,7 +183,12 @@ def reconciler(
                 obj = queryset.select_related(*select_related).filter(pk=pk).first()
                 if obj is None:
                     return
-                _run(fn, obj, kind, on_permanent)
+                try:
+                    _run(fn, obj, kind, on_permanent)
+                except Requeue as wait:
+                    record_sync(obj, SyncState.IN_SYNC)
+                    if not current_app.conf.task_always_eager:
+                        enqueue(name, pk, countdown=wait.after)
 
         task.__doc__ = fn.__doc__
         return task
@@ -190,6 +206,9 @@ def _run(
     outcome = "crashed"
     try:
         outcome = _attempt(fn, obj, kind, on_permanent)
+    except Requeue:
+        outcome = "requeued"
+        raise
     except TransientK8sError:
         outcome = SyncState.RETRYING.value
         raise
@@ -212,6 +231,8 @@ def _attempt(
         if on_permanent is not None:
             on_permanent(obj, exc)
         return SyncState.ERROR.value
+    except Requeue:
+        raise
     except TransientK8sError as exc:
         log.warning("reconcile %s %s will retry: %s", kind, obj.pk, exc.message, exc_info=True)
         record_sync(obj, SyncState.RETRYING, f"{exc.message} (retrying)")

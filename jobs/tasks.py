@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.cluster import get_cluster
-from core.reconcile import enqueue_all, once_every, reconciler
+from core.reconcile import Requeue, enqueue_all, once_every, reconciler
 from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import PermanentK8sError, plain_words
 from k8s_adapters.labels import portal_labels
@@ -128,9 +128,7 @@ def _ensure(job):
             reason = pending.explain(said, default=pending.WAITING_FOR_VOLUME)
             _set(job, state=JobState.PENDING, pending_reason=reason)
             _ensure_endpoints(cluster, job)  # its URLs exist from the start
-            # The collector's watch on claims brings the job back as soon as its claim binds;
-            # the job resync is the safety net, as for every waiting job.
-            return None
+            raise Requeue(_claim_recheck_seconds(job))
         vcjob = cluster.apply_one(objects[-1])
         status = read_job(vcjob)
         _volumes_due(status.uid)  # just applied: the next runs need not
@@ -153,6 +151,13 @@ def _volumes_due(uid):
     volumes are applied again at most once a resync interval, so a claim or Secret deleted by
     hand comes back within that interval. Keyed by the Volcano job's uid: a relaunch is new."""
     return once_every(f"job-volumes:{uid}", settings.RESYNC_INTERVAL)
+
+
+def _claim_recheck_seconds(job):
+    """The collector's watch on claims brings a job back as soon as its claim binds; this is
+    the safety net, backing off with the wait (5 s, then up to 30 s): a slow provisioner with
+    many jobs waiting must not fill the workers with runs that find nothing new."""
+    return min(30.0, max(5.0, _waited(job)))
 
 
 def _waited(job):
