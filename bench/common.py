@@ -64,8 +64,7 @@ def start_worker(log_name="bench-worker.log"):
             "-A",
             "portal",
             "worker",
-            "-P",
-            "solo",
+            *_pool_override(),  # otherwise the pool and its threads as deployed (settings)
             "--without-gossip",
             "--without-mingle",
             "-l",
@@ -76,6 +75,16 @@ def start_worker(log_name="bench-worker.log"):
     time.sleep(3)
     assert proc.poll() is None, path.read_text()
     return proc
+
+
+def _pool_override():
+    """BENCH_WORKER_POOL (solo, threads, prefork) and BENCH_WORKER_CONCURRENCY, to compare."""
+    args = []
+    if pool := os.environ.get("BENCH_WORKER_POOL"):
+        args += ["-P", pool]
+    if concurrency := os.environ.get("BENCH_WORKER_CONCURRENCY"):
+        args += ["-c", concurrency]
+    return args
 
 
 def percentile(values, p):

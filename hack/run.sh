@@ -38,7 +38,7 @@ $PY manage.py seed_demo --password "$password"
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
-$PY -m celery -A portal worker -l info --concurrency 2 >"$LOGS/worker.log" 2>&1 &
+$PY -m celery -A portal worker -l info >"$LOGS/worker.log" 2>&1 &
 pids+=($!)
 $PY -m celery -A portal beat -l info -s .local/celerybeat-schedule >"$LOGS/beat.log" 2>&1 &
 pids+=($!)

@@ -149,6 +149,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # authenticated). Workers keep it instead, under the same CONN_MAX_AGE and health checks as
 # the web (portal/celery.py); this only bounds how many tasks one connection serves.
 CELERY_DB_REUSE_MAX = 10_000
+# A reconcile mostly waits on the API server and the database: threads serve several at once
+# in one process (under a backlog, 4 threads per worker halved the time jobs waited for a run).
+CELERY_WORKER_POOL = "threads"
+CELERY_WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=4)
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 RESYNC_INTERVAL = env.int("RESYNC_INTERVAL", default=60)

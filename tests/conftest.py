@@ -105,9 +105,7 @@ def start_worker(log_path, *, beat=False, **env_overrides):
             "celery",
             "-A",
             "portal",
-            "worker",
-            "-P",
-            "solo",
+            "worker",  # the pool and its threads as deployed (settings)
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
