@@ -15,6 +15,7 @@ from django.utils import timezone
 from core import snapshot as store
 from core.cluster import get_cluster
 from core.reconcile import enqueue
+from jobs.choices import PHASES, JobState
 from jobs.models import Job
 from k8s_adapters import inventory
 from k8s_adapters.informer import Informer, wait_synced
@@ -121,8 +122,9 @@ class Command(BaseCommand):
         return snapshot
 
 
-# Phases of a job that waits (none yet: Volcano's controller has not seen it).
-WAITING = frozenset({"", "Pending", "Inqueue"})
+# Phases of a job that waits: those the portal shows as pending, and none yet (Volcano's
+# controller has not seen it).
+WAITING = frozenset({""} | {phase for phase, state in PHASES.items() if state == JobState.PENDING})
 
 
 def follow_job(old, new):
