@@ -102,6 +102,7 @@ class JobSerializer(serializers.ModelSerializer):
             "spec",
             "created_at",
             "queued_at",
+            "volumes_ahead_at",
             "submitted_at",
             "started_at",
             "finished_at",

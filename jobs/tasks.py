@@ -69,8 +69,11 @@ def reconcile_job(job):
     if job.delete_requested:
         _delete(job)
     elif job.state == JobState.QUEUED:
-        return  # nothing in the cluster yet
+        if job.volumes_ahead_at and _volumes_due(f"ahead-{job.pk}"):  # next in line
+            get_cluster().apply(build_job(job.job_spec())[:-1])  # its claim binds as it waits
     elif job.is_finished:  # its pods are gone: so go its endpoints' routes
+        if job.volumes_ahead_at and not job.submitted_at:  # cancelled while it waited
+            _remove_volumes_ahead(job)
         _ensure_endpoints(get_cluster(), job, active=False)
     else:
         status = _ensure(job)
@@ -78,6 +81,19 @@ def reconcile_job(job):
             _observe(job, status)
         if job.is_finished:  # it just finished: its routes go now
             _ensure_endpoints(get_cluster(), job, active=False)
+
+
+def _remove_volumes_ahead(job):
+    """A job cancelled in the portal's queue never runs: the volumes made ahead for it go, and
+    their storage is free for the next in line."""
+    get_cluster().prune(
+        labels=portal_labels(tenant=job.tenant.slug, job=job.name),
+        keep=set(),
+        kinds=JOB_KINDS,
+        namespace=job.tenant.namespace,
+    )
+    Job.objects.filter(pk=job.pk).update(volumes_ahead_at=None)
+    admit(job.tenant_id)
 
 
 def _check_queue(cluster, name):
@@ -146,10 +162,11 @@ def _ensure(job):
 
 
 def _volumes_due(uid):
-    """Whether a submitted job's claim and Secret are due to be applied again, marking them
-    applied. Runs that Volcano's watch brings (every phase change) only follow the phase; the
-    volumes are applied again at most once a resync interval, so a claim or Secret deleted by
-    hand comes back within that interval. Keyed by the Volcano job's uid: a relaunch is new."""
+    """Whether a submitted job's claim and Secret (or those made ahead for a queued one, keyed
+    by its row) are due to be applied again, marking them applied. Runs that Volcano's watch
+    brings (every phase change) only follow the phase; the volumes are applied again at most
+    once a resync interval, so a claim or Secret deleted by hand comes back within that
+    interval. Keyed by the Volcano job's uid: a relaunch is new."""
     return once_every(f"job-volumes:{uid}", settings.RESYNC_INTERVAL)
 
 

@@ -61,6 +61,10 @@ class Job(Reconciled):
     created_at = models.DateTimeField(auto_now_add=True)
     queued_at = models.DateTimeField(db_index=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
+    # A queued job near the head of the queue gets its workspace claim (and SSH-key Secret)
+    # ahead of submission, within the storage quota: when GPUs free up, it goes straight to
+    # Volcano instead of first waiting for its claim to bind.
+    volumes_ahead_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

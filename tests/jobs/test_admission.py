@@ -1,12 +1,13 @@
 """The portal's own queue: jobs beyond the quota wait in order; admission is race-safe."""
 
 import threading
+import time
 
 import pytest
 from django.db import connection
 
 from jobs import services
-from jobs.admission import queue_position
+from jobs.admission import queue_position, storage_in_use
 from jobs.choices import JobState
 from jobs.models import Job
 from k8s_adapters.quantity import to_decimal
@@ -88,15 +89,58 @@ def test_a_member_at_their_cap_does_not_block_teammates(
     assert states(bob_1, bob_2, alice_1) == ["admitted", "queued", "admitted"]
 
 
+def claim(cluster, job):
+    return cluster.get(
+        "v1", "PersistentVolumeClaim", job.job_spec().workspace_claim, job.tenant.namespace
+    )
+
+
+def wait_bound(cluster, job, timeout=30):
+    deadline = time.monotonic() + timeout
+    while ((claim(cluster, job) or {}).get("status") or {}).get("phase") != "Bound":
+        assert time.monotonic() < deadline, f"{job.name}'s claim never bound"
+        time.sleep(0.2)
+
+
 @pytest.mark.django_db
-def test_cancelling_a_queued_job_never_touches_the_cluster(
+def test_the_jobs_next_in_line_get_their_workspace_ahead_and_go_straight_to_volcano(
+    cluster, team, templates, django_capture_on_commit_callbacks
+):
+    """The next quota's worth of queued jobs gets its claims while it waits: as GPUs free up,
+    the head of the queue is in Volcano at its first run, not after its claim binds."""
+    single = templates["single-gpu"]
+    with django_capture_on_commit_callbacks(execute=True):
+        jobs = [
+            launch(team, single, name=f"a{i}", command=FINISHES if i == 0 else None)
+            for i in range(7)
+        ]
+    assert states(*jobs) == ["admitted"] * 3 + ["queued"] * 4
+    # The 24-GPU quota's worth after the three running: a3, a4 and a5, not a6.
+    assert [claim(cluster, job) is not None for job in jobs[3:]] == [True, True, True, False]
+    assert cluster.get(VCJOB_API, "Job", "a3", team["tenant"].namespace) is None
+    wait_bound(cluster, jobs[3])
+
+    with django_capture_on_commit_callbacks(execute=True):
+        settle(jobs[0], JobState.SUCCEEDED)  # its release admits a3, whose run submits it
+    assert states(jobs[3]) == ["admitted"]
+    assert cluster.get(VCJOB_API, "Job", "a3", team["tenant"].namespace) is not None
+    assert claim(cluster, jobs[6]) is not None  # now within the next quota's worth
+
+
+@pytest.mark.django_db
+def test_cancelling_a_queued_job_never_starts_it_and_frees_its_workspace(
     team, templates, cluster, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
         jobs = [launch(team, templates["single-gpu"], name=f"c{i}") for i in range(4)]
+    assert claim(cluster, jobs[3]) is not None  # next in line: made ahead
+    with django_capture_on_commit_callbacks(execute=True):
         services.cancel_job(jobs[3], actor=team["bob"])
     assert states(*jobs) == ["admitted"] * 3 + ["cancelled"]
     assert cluster.get(VCJOB_API, "Job", "c3", team["tenant"].namespace) is None
+    gone = claim(cluster, jobs[3])
+    assert gone is None or gone["metadata"].get("deletionTimestamp")
+    assert storage_in_use(team["tenant"])[1] == 3  # the three admitted jobs' claims only
 
 
 @pytest.mark.django_db(transaction=True)
@@ -168,6 +212,7 @@ def test_jobs_wait_for_storage_quota_instead_of_failing_in_the_cluster(
         second, third = (launch_disk(f"disk-{i}") for i in range(1, 3))
     assert states(first, second, third) == ["admitted", "admitted", "queued"]
     assert Job.objects.get(pk=third.pk).message == ""
+    assert claim(cluster, third) is None  # no storage left to make it ahead either
     assert Job.objects.filter(state=JobState.ERROR).count() == 0
 
     with django_capture_on_commit_callbacks(execute=True):
