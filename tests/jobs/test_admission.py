@@ -104,7 +104,7 @@ def wait_bound(cluster, job, timeout=30):
 
 @pytest.mark.django_db
 def test_the_jobs_next_in_line_get_their_workspace_ahead_and_go_straight_to_volcano(
-    cluster, team, templates, django_capture_on_commit_callbacks
+    client, cluster, team, templates, django_capture_on_commit_callbacks
 ):
     """The next quota's worth of queued jobs gets its claims while it waits: as GPUs free up,
     the head of the queue is in Volcano at its first run, not after its claim binds."""
@@ -118,6 +118,12 @@ def test_the_jobs_next_in_line_get_their_workspace_ahead_and_go_straight_to_volc
     # The 24-GPU quota's worth after the three running: a3, a4 and a5, not a6.
     assert [claim(cluster, job) is not None for job in jobs[3:]] == [True, True, True, False]
     assert cluster.get(VCJOB_API, "Job", "a3", team["tenant"].namespace) is None
+    client.force_login(team["bob"])
+    slug = team["tenant"].slug
+    page = client.get(f"/tenants/{slug}/jobs/a3/status/").content.decode()
+    assert "Waiting in the tenant's queue at position 1" in page
+    assert "Its workspace volume is made already" in page
+    assert "workspace volume" not in client.get(f"/tenants/{slug}/jobs/a6/status/").content.decode()
     wait_bound(cluster, jobs[3])
 
     with django_capture_on_commit_callbacks(execute=True):
