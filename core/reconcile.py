@@ -40,12 +40,13 @@ RETRY: dict[str, Any] = {
     "max_retries": None,
 }
 SYNC_MESSAGE_MAX = 2000
+BUSY_RETRY = 0.5  # seconds: another run of the same object holds it (most take milliseconds)
 
 M = TypeVar("M", bound=Reconciled)
 
 
-def _queued_key(task_name: str, pk: int, *, delayed: bool = False) -> str:
-    return f"{'requeued' if delayed else 'queued'}:{task_name}:{pk}"
+def _queued_key(task_name: str, pk: int, mark: str = "queued") -> str:
+    return f"{mark}:{task_name}:{pk}"
 
 
 _discovering = threading.Lock()
@@ -62,14 +63,16 @@ def _task(name: str) -> Any:
     return current_app.tasks[name]
 
 
-def enqueue(task_name: str, pk: int, *, countdown: float | None = None) -> None:
+def enqueue(
+    task_name: str, pk: int, *, countdown: float | None = None, mark: str = "requeued"
+) -> None:
     """Send the task named `task_name` for `pk` once the transaction commits, unless one is
     already waiting. The mark expires, so a message lost with a killed worker is sent again by
     the next resync. Tasks are named, never imported, so apps never import each other's tasks.
     A delayed run (`countdown`) has a mark of its own: a change seen meanwhile still runs it now,
-    and at most one delayed run waits."""
+    and at most one delayed run of each `mark` waits."""
     task = _task(task_name)
-    key = _queued_key(task_name, pk, delayed=countdown is not None)
+    key = _queued_key(task_name, pk, "queued" if countdown is None else mark)
 
     def send() -> None:
         if cache.add(key, 1, timeout=settings.RECONCILE_DEDUP_SECONDS):
@@ -95,7 +98,7 @@ def started(task_name: str, pk: int, *, delayed: bool = False) -> None:
     when this is the delayed run, another delayed one)."""
     cache.delete(_queued_key(task_name, pk))
     if delayed:
-        cache.delete(_queued_key(task_name, pk, delayed=True))
+        cache.delete_many([_queued_key(task_name, pk, mark) for mark in ("requeued", "busy")])
 
 
 def once_every(key: str, seconds: float) -> bool:
@@ -113,7 +116,9 @@ def _lock_key(kind: str, pk: int) -> int:
 def exclusive(task_name: str, kind: str, pk: int) -> Iterator[bool]:
     """Yield True when this run holds the object's advisory lock. When another run holds it,
     yield False and send this task again a moment later (it may have read older state); a run
-    executed inline (eagerly) waits for the lock instead."""
+    executed inline (eagerly) waits for the lock instead. That retry has a mark of its own: a
+    change seen while a run that requeues itself in a few seconds (a claim wait) still held the
+    lock is acted on at once, not with the requeued run."""
     key = _lock_key(kind, pk)
     with connection.cursor() as cursor:
         if current_app.conf.task_always_eager:
@@ -123,7 +128,7 @@ def exclusive(task_name: str, kind: str, pk: int) -> Iterator[bool]:
             cursor.execute("SELECT pg_try_advisory_lock(%s::bigint)", [key])
             acquired = cursor.fetchone()[0]
     if not acquired:
-        enqueue(task_name, pk, countdown=1)
+        enqueue(task_name, pk, countdown=BUSY_RETRY, mark="busy")
     try:
         yield acquired
     finally:
