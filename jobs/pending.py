@@ -76,6 +76,11 @@ EVICTED = {
 
 WAITING_FOR_SCHEDULER = "Waiting for the Volcano scheduler to admit the job."
 WAITING_FOR_VOLUME = "Waiting for the job's volume to be created before its pods are."
+STORAGE_RELEASING = (
+    "The tenant's ResourceQuota has no room for the job's volume yet: it still counts a volume "
+    "being deleted, and the job goes ahead once that is gone. If this lasts, the quota and the "
+    "portal disagree (was the quota edited by hand?); a platform admin should re-sync the tenant."
+)
 
 
 def explain(messages, default=WAITING_FOR_SCHEDULER):

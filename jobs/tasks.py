@@ -70,7 +70,11 @@ def reconcile_job(job):
         _delete(job)
     elif job.state == JobState.QUEUED:
         if job.volumes_ahead_at and _volumes_due(f"ahead-{job.pk}"):  # next in line
-            get_cluster().apply(build_job(job.job_spec())[:-1])  # its claim binds as it waits
+            try:  # its claim binds as it waits
+                get_cluster().apply(build_job(job.job_spec())[:-1])
+            except PermanentK8sError as refused:
+                if not _quota_lags(refused):
+                    raise  # submission applies them again in any case
     elif job.is_finished:  # its pods are gone: so go its endpoints' routes
         if job.volumes_ahead_at and not job.submitted_at:  # cancelled while it waited
             _remove_volumes_ahead(job)
@@ -81,6 +85,12 @@ def reconcile_job(job):
             _observe(job, status)
         if job.is_finished:  # it just finished: its routes go now
             _ensure_endpoints(get_cluster(), job, active=False)
+
+
+def _quota_lags(error):
+    """The ResourceQuota refused storage the portal counted as free: it still counts a claim
+    being deleted. It lets the claim in once that claim is gone."""
+    return error.status == 403 and "exceeded quota" in error.message
 
 
 def _remove_volumes_ahead(job):
@@ -134,7 +144,15 @@ def _ensure(job):
         cluster.apply_one(_data_pvc(job.data_volume))
     if vcjob is None:
         _check_queue(cluster, spec.queue)
-        applied = cluster.apply(objects[:-1])
+        try:
+            applied = cluster.apply(objects[:-1])
+        except PermanentK8sError as refused:
+            if not _quota_lags(refused):
+                raise
+            # Admitted on the portal's count, but the ResourceQuota still counts a volume that
+            # is being deleted (its claim waits for its pods to go): wait, do not fail.
+            _set(job, state=JobState.PENDING, pending_reason=pending.STORAGE_RELEASING)
+            raise Requeue(_claim_recheck_seconds(job)) from refused
         claims = [spec.workspace_claim] + ([spec.data_volume] if spec.data_volume else [])
         if unbound := claims_to_bind_first(cluster, spec.namespace, claims, applied):
             # A claim just created has nothing to say yet: its Events are read once it waits.
