@@ -1,6 +1,7 @@
 """Reconcile jobs into Volcano jobs with their workspace PVC and SSH-key Secret, and data
 volumes into PVCs; observed status flows back."""
 
+import re
 import time
 from datetime import timedelta
 
@@ -14,6 +15,7 @@ from core.reconcile import Requeue, enqueue_all, once_every, reconciler
 from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import PermanentK8sError, plain_words
 from k8s_adapters.labels import portal_labels
+from k8s_adapters.quantity import to_decimal
 from k8s_adapters.routing import ENDPOINT_KINDS, observed_service
 from k8s_adapters.volcano import (
     JOB_KINDS,
@@ -45,6 +47,7 @@ PENDING_REASON_EVERY = 5  # seconds: reading why a job waits takes several LISTs
 # Jobs waiting longer than this are re-read by every LONG_WAIT_EVERY-th frequent resync only.
 LONG_WAIT, LONG_WAIT_EVERY = timedelta(minutes=1), 3
 _queues = {"at": 0.0, "parents": set()}
+STORAGE_LIMIT = re.compile(r"exceeded quota: .*limited: requests\.storage=([0-9.]+[A-Za-z]*)")
 
 
 def _failed(job, error):
@@ -73,7 +76,7 @@ def reconcile_job(job):
             try:  # its claim binds as it waits
                 get_cluster().apply(build_job(job.job_spec())[:-1])
             except PermanentK8sError as refused:
-                if not _quota_lags(refused):
+                if not _quota_lags(refused, job.tenant):
                     raise  # submission applies them again in any case
     elif job.is_finished:  # its pods are gone: so go its endpoints' routes
         if job.volumes_ahead_at and not job.submitted_at:  # cancelled while it waited
@@ -87,10 +90,12 @@ def reconcile_job(job):
             _ensure_endpoints(get_cluster(), job, active=False)
 
 
-def _quota_lags(error):
-    """The ResourceQuota refused storage the portal counted as free: it still counts a claim
-    being deleted. It lets the claim in once that claim is gone."""
-    return error.status == 403 and "exceeded quota" in error.message
+def _quota_lags(error, tenant):
+    """The ResourceQuota refused storage the portal counted as free, with the tenant's own
+    limit: it still counts a claim being deleted, and lets the claim in once that is gone. A
+    limit below the tenant's (the quota shrunk by hand) is a refusal, not a wait."""
+    limit = STORAGE_LIMIT.search(error.message) if error.status == 403 else None
+    return bool(limit) and to_decimal(limit.group(1)) >= tenant.storage_quota_gib * 2**30
 
 
 def _remove_volumes_ahead(job):
@@ -147,7 +152,7 @@ def _ensure(job):
         try:
             applied = cluster.apply(objects[:-1])
         except PermanentK8sError as refused:
-            if not _quota_lags(refused):
+            if not _quota_lags(refused, job.tenant):
                 raise
             # Admitted on the portal's count, but the ResourceQuota still counts a volume that
             # is being deleted (its claim waits for its pods to go): wait, do not fail.
