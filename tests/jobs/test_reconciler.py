@@ -153,27 +153,26 @@ def test_tasks_resolve_by_name_in_threads_that_ask_at_once():
     assert done.stdout.split() == ["jobs.reconcile_job"] * 8, done.stdout
 
 
-def test_a_change_seen_while_a_delayed_run_waits_is_acted_on_at_once(
-    cluster, team, templates, worker, collector
-):
-    # A job waiting for its claim is requeued in a few seconds; when the collector sees the
-    # claim bind meanwhile, that run must not wait for the delayed one.
+def running_job(team, templates, name):
+    """A job launched through the real worker and seen Running."""
     job, _ = services.launch_job(
         team["tenant"],
         team["bob"],
         actor=team["bob"],
         template_version=templates["single-gpu"],
-        name="prompt",
+        name=name,
     )
     wait_for(
         lambda: Job.objects.get(pk=job.pk).state == JobState.RUNNING,
         timeout=60,
         message="the job to run",
     )
-    Job.objects.filter(pk=job.pk).update(cancel_requested=True)  # a change nobody enqueued yet
-    enqueue("jobs.reconcile_job", job.pk, countdown=300)  # a delayed run is waiting
-    enqueue("jobs.reconcile_job", job.pk)  # what a watch does when it sees a change
-    namespace = team["tenant"].namespace
+    return job
+
+
+def wait_aborting(cluster, job, *, timeout, message):
+    """Until Volcano has the job aborting (the portal's cancel reached it)."""
+    namespace = job.tenant.namespace
     wait_for(
         lambda: (
             (cluster.get(VCJOB_API, "Job", job.name, namespace) or {})
@@ -182,6 +181,23 @@ def test_a_change_seen_while_a_delayed_run_waits_is_acted_on_at_once(
             .get("phase")
             in ("Aborting", "Aborted")
         ),
+        timeout=timeout,
+        message=message,
+    )
+
+
+def test_a_change_seen_while_a_delayed_run_waits_is_acted_on_at_once(
+    cluster, team, templates, worker, collector
+):
+    # A job waiting for its claim is requeued in a few seconds; when the collector sees the
+    # claim bind meanwhile, that run must not wait for the delayed one.
+    job = running_job(team, templates, "prompt")
+    Job.objects.filter(pk=job.pk).update(cancel_requested=True)  # a change nobody enqueued yet
+    enqueue("jobs.reconcile_job", job.pk, countdown=300)  # a delayed run is waiting
+    enqueue("jobs.reconcile_job", job.pk)  # what a watch does when it sees a change
+    wait_aborting(
+        cluster,
+        job,
         timeout=30,
         message="the cancel to reach Volcano without waiting for the delayed run",
     )
@@ -194,18 +210,7 @@ def test_a_change_seen_while_another_run_holds_the_job_is_acted_on_right_after_i
     # still holds the job, the run the collector sends finds the job busy and must come back
     # as soon as the job is free, not wait for the requeued run (it did: the benchmark's
     # slowest launches all waited those 5 s).
-    job, _ = services.launch_job(
-        team["tenant"],
-        team["bob"],
-        actor=team["bob"],
-        template_version=templates["single-gpu"],
-        name="busy",
-    )
-    wait_for(
-        lambda: Job.objects.get(pk=job.pk).state == JobState.RUNNING,
-        timeout=60,
-        message="the job to run",
-    )
+    job = running_job(team, templates, "busy")
     time.sleep(6)  # the launch's own claim-wait requeue (5 s) has come and gone
     enqueue("jobs.reconcile_job", job.pk, countdown=300)  # the run that requeued itself
     with exclusive("jobs.reconcile_job", "job", job.pk):  # a run still holding the job
@@ -213,15 +218,9 @@ def test_a_change_seen_while_another_run_holds_the_job_is_acted_on_right_after_i
         enqueue("jobs.reconcile_job", job.pk)  # what the collector does when it sees a change
         time.sleep(2)  # the worker finds the job busy meanwhile
         assert not Job.objects.get(pk=job.pk).phase.startswith("Abort")
-    namespace = team["tenant"].namespace
-    wait_for(
-        lambda: (
-            (cluster.get(VCJOB_API, "Job", job.name, namespace) or {})
-            .get("status", {})
-            .get("state", {})
-            .get("phase")
-            in ("Aborting", "Aborted")
-        ),
+    wait_aborting(
+        cluster,
+        job,
         timeout=15,
         message="the cancel to reach Volcano once the job is free, not with the requeued run",
     )
