@@ -354,15 +354,18 @@ class Cluster:
         caller relists, as an informer does.
         """
         resource = self.resource(api_version, kind)
-        watcher = watch.Watch()
+        # The stream of the resource's GET, as the dynamic client's own watch reads it, without
+        # its wrapping of every object in ResourceInstance: that costs several times the JSON
+        # decoding (about 0.3 ms a Pod), for objects only read as dicts here.
         with translating():
-            for event in resource.watch(
+            for event in watch.Watch().stream(
+                resource.get,
                 namespace=self._namespace(resource, namespace),
                 label_selector=label_selector(labels) if labels else None,
                 resource_version=resource_version,
-                timeout=timeout,
-                watcher=watcher,
+                timeout_seconds=timeout,
                 allow_watch_bookmarks=True,
+                serialize=False,
             ):
                 raw = event["raw_object"]
                 if event["type"] == "ERROR":
