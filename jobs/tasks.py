@@ -46,7 +46,8 @@ PENDING_REASON_AFTER = 3  # seconds after submission: Volcano schedules every se
 PENDING_REASON_EVERY = 5  # seconds: reading why a job waits takes several LISTs
 # Jobs waiting longer than this are re-read by every LONG_WAIT_EVERY-th frequent resync only.
 LONG_WAIT, LONG_WAIT_EVERY = timedelta(minutes=1), 3
-_queues = {"at": 0.0, "parents": set()}
+_queues = {"at": 0.0, "parents": set(), "open": {}}
+QUEUE_OPEN_FOR = 5  # seconds
 STORAGE_LIMIT = re.compile(r"exceeded quota: .*limited: requests\.storage=([0-9.]+[A-Za-z]*)")
 
 
@@ -112,7 +113,12 @@ def _remove_volumes_ahead(job):
 
 
 def _check_queue(cluster, name):
-    """What Volcano's admission webhook would refuse: a missing, closed or non-leaf queue."""
+    """What Volcano's admission webhook would refuse: a missing, closed or non-leaf queue, in
+    plain words. A queue found open and a leaf is taken as such for a few seconds (each job's
+    runs before submission would read it again); the webhook still refuses a job sent to a queue
+    closed meanwhile."""
+    if time.monotonic() - _queues["open"].get(name, -QUEUE_OPEN_FOR) < QUEUE_OPEN_FOR:
+        return
     queue = cluster.get(QUEUE_API, "Queue", name)
     if queue is None:
         raise PermanentK8sError(f"Volcano queue {name} does not exist (is the tenant in sync?)")
@@ -124,6 +130,7 @@ def _check_queue(cluster, name):
         _queues["at"] = time.monotonic()
     if name == "root" or name in _queues["parents"]:
         raise PermanentK8sError(f"Volcano queue {name} is not a leaf queue; jobs go to leaves")
+    _queues["open"][name] = time.monotonic()
 
 
 def _ensure(job):
@@ -150,7 +157,7 @@ def _ensure(job):
     if vcjob is None:
         _check_queue(cluster, spec.queue)
         try:
-            applied = cluster.apply(objects[:-1])
+            applied = _submission_volumes(cluster, job, objects[:-1])
         except PermanentK8sError as refused:
             if not _quota_lags(refused, job.tenant):
                 raise
@@ -182,6 +189,21 @@ def _ensure(job):
     if job.cancel_requested and status.phase not in ABORT_PHASES | {"Completed", "Failed"}:
         cluster.apply_one(build_abort_command(spec.namespace, spec.name, status.uid))
     return status
+
+
+def _submission_volumes(cluster, job, volumes):
+    """Apply the claims and Secret of a job about to be submitted, and return them as the API
+    server has them. The runs that follow within the resync interval while its claims bind
+    (the collector brings one as soon as a claim binds) read them instead of applying them
+    again, unless one is gone (a run that stopped halfway, or a hand delete)."""
+    if not _volumes_due(f"submission-{job.pk}"):
+        found = [
+            cluster.get(o["apiVersion"], o["kind"], o["metadata"]["name"], job.tenant.namespace)
+            for o in volumes
+        ]
+        if None not in found:
+            return found
+    return cluster.apply(volumes)
 
 
 def _volumes_due(uid):

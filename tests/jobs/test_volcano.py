@@ -14,6 +14,8 @@ from django.core.exceptions import ValidationError
 from jobs import services
 from jobs.choices import JobState
 from jobs.seed import PYTORCH_DDP
+from jobs.tasks import reconcile_job
+from k8s_adapters import names
 from k8s_adapters.client import Cluster
 from k8s_adapters.tenant import QUEUE_API
 from k8s_adapters.volcano import VCJOB_API
@@ -256,12 +258,9 @@ def test_a_restart_policy_reruns_the_job_until_its_retries_are_spent(cluster, te
     assert states[0].endswith("→ failed")
 
 
-def test_a_job_whose_volume_is_never_provisioned_waits_unsubmitted_and_says_why(
-    cluster, team, launch_spec
-):
-    # A StorageClass whose provisioner does not run: the claim stays Pending. Volcano's
-    # scheduler would never look at the pods again once the claim binds
-    # (volcano-sh/volcano#1983), so the portal submits the Volcano job only after that.
+@pytest.fixture
+def silent_class(cluster, team):
+    """A StorageClass whose provisioner does not run: its claims stay Pending."""
     klass = f"nowhere-{team['tenant'].slug}"
     cluster.apply_one(
         {
@@ -272,18 +271,49 @@ def test_a_job_whose_volume_is_never_provisioned_waits_unsubmitted_and_says_why(
             "volumeBindingMode": "Immediate",
         }
     )
-    try:
-        spec = ddp(cpu="2", memory="8Gi", gpus=1)
-        spec["tasks"] = spec["tasks"][:1]
-        spec["volumes"] = {"workspace_gib": 1, "storage_class": klass}
-        job = launch_spec(spec, "no-volume")
-        deadline = time.monotonic() + 30
-        while "provisioner" not in job.pending_reason and time.monotonic() < deadline:
-            job = settle(job, JobState.PENDING)
-        assert job.pending_reason.startswith("Waiting for the cluster's storage provisioner")
-        assert cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace) is None
-    finally:
-        cluster.delete("storage.k8s.io/v1", "StorageClass", klass)
+    yield klass
+    cluster.delete("storage.k8s.io/v1", "StorageClass", klass)
+
+
+def unprovisioned(klass):
+    spec = ddp(cpu="2", memory="8Gi", gpus=1)
+    spec["tasks"] = spec["tasks"][:1]
+    spec["volumes"] = {"workspace_gib": 1, "storage_class": klass}
+    return spec
+
+
+def test_a_job_whose_volume_is_never_provisioned_waits_unsubmitted_and_says_why(
+    cluster, team, launch_spec, silent_class
+):
+    # Volcano's scheduler would never look at the pods again once the claim binds
+    # (volcano-sh/volcano#1983), so the portal submits the Volcano job only after that.
+    job = launch_spec(unprovisioned(silent_class), "no-volume")
+    deadline = time.monotonic() + 30
+    while "provisioner" not in job.pending_reason and time.monotonic() < deadline:
+        job = settle(job, JobState.PENDING)
+    assert job.pending_reason.startswith("Waiting for the cluster's storage provisioner")
+    assert cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace) is None
+
+
+def test_a_claim_deleted_by_hand_while_the_job_waits_for_it_is_made_again_by_the_next_run(
+    cluster, team, launch_spec, silent_class
+):
+    # The runs that follow a job's first, while its claim binds, read the claim rather than
+    # apply it again: one that finds it gone applies it.
+    job = settle(launch_spec(unprovisioned(silent_class), "claim-gone"), JobState.PENDING)
+    namespace, claim = team["tenant"].namespace, names.workspace_claim(job.name)
+    assert cluster.get("v1", "PersistentVolumeClaim", claim, namespace) is not None
+    cluster.delete("v1", "PersistentVolumeClaim", claim, namespace)
+    wait_for(
+        lambda: cluster.get("v1", "PersistentVolumeClaim", claim, namespace) is None,
+        timeout=30,
+        message="the claim deleted",
+    )
+    reconcile_job(job.pk)
+    made = cluster.get("v1", "PersistentVolumeClaim", claim, namespace)
+    assert made is not None
+    assert made["spec"]["storageClassName"] == silent_class
+    assert cluster.get(VCJOB_API, "Job", job.name, namespace) is None
 
 
 @pytest.fixture
