@@ -11,6 +11,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from core import snapshot as store
+from k8s_adapters.errors import K8sError
 from k8s_adapters.inventory import (
     diagnose,
     queue_quota_disagreements,
@@ -113,21 +114,39 @@ def test_broken_nodes_and_settings_produce_their_diagnostics():
 
 @pytest.fixture
 def gpu_nodes(cluster):
+    """Nodes no simulator manages, with a Ready status of the test's own: any left behind would
+    take the pods of later tests that tolerate every taint, and keep them Pending for ever. So
+    they carry a label, and every labelled node goes before and after each test."""
     product = f"TEST-GPU-{uuid.uuid4().hex[:6].upper()}"
-    made = []
 
     def make(name, gpus, ready=True, present=True):
         node = SimulatedNode(f"{name}-{product.lower()}", gpus, product=product, ready=ready)
         manifest = build_node(node)
         manifest["metadata"]["labels"]["nvidia.com/gpu.present"] = str(present).lower()
+        manifest["metadata"]["labels"][FIXTURE_NODE] = "true"
         cluster.apply_one(manifest)
         cluster.apply_status(build_node_status(node))
-        made.append(node.name)
         return node.name
 
+    remove_fixture_nodes(cluster)
     yield product, make
-    for name in made:
-        cluster.delete("v1", "Node", name)
+    remove_fixture_nodes(cluster)
+
+
+FIXTURE_NODE = "test.gpu-portal.io/console-node"
+
+
+def remove_fixture_nodes(cluster):
+    def removed():
+        try:
+            left = cluster.list("v1", "Node", labels={FIXTURE_NODE: "true"})
+            for node in left:
+                cluster.delete("v1", "Node", node["metadata"]["name"])
+        except K8sError:  # the API server restarted by a test is not back yet
+            return False
+        return not left
+
+    wait_for(removed, timeout=60, interval=1, message="the test's nodes to be removed")
 
 
 def bind(cluster, namespace, name, node, gpus):
