@@ -40,7 +40,9 @@ RETRY: dict[str, Any] = {
     "max_retries": None,
 }
 SYNC_MESSAGE_MAX = 2000
-BUSY_RETRY = 0.5  # seconds: another run of the same object holds it (most take milliseconds)
+# Seconds: another run of the same object held it. That run sends this one again as soon as it
+# ends; the delayed one is the safety net should it die first.
+BUSY_RETRY = 2.0
 
 M = TypeVar("M", bound=Reconciled)
 
@@ -115,11 +117,13 @@ def _lock_key(kind: str, pk: int) -> int:
 @contextlib.contextmanager
 def exclusive(task_name: str, kind: str, pk: int) -> Iterator[bool]:
     """Yield True when this run holds the object's advisory lock. When another run holds it,
-    yield False and send this task again a moment later (it may have read older state); a run
-    executed inline (eagerly) waits for the lock instead. That retry has a mark of its own: a
-    change seen while a run that requeues itself in a few seconds (a claim wait) still held the
-    lock is acted on at once, not with the requeued run."""
+    yield False and mark the object dirty: the run holding it sends the task again as soon as it
+    ends (it may have read older state), as controller-runtime's work queue does with an item
+    added while it is processed; a run executed inline (eagerly) waits for the lock instead. A
+    delayed retry of its own mark is the safety net: a change seen while a run that requeues
+    itself in a few seconds (a claim wait) held the lock is never left to that requeued run."""
     key = _lock_key(kind, pk)
+    dirty = _queued_key(task_name, pk, "dirty")
     with connection.cursor() as cursor:
         if current_app.conf.task_always_eager:
             cursor.execute("SELECT pg_advisory_lock(%s::bigint)", [key])
@@ -128,6 +132,7 @@ def exclusive(task_name: str, kind: str, pk: int) -> Iterator[bool]:
             cursor.execute("SELECT pg_try_advisory_lock(%s::bigint)", [key])
             acquired = cursor.fetchone()[0]
     if not acquired:
+        cache.set(dirty, 1, timeout=settings.RECONCILE_DEDUP_SECONDS)
         enqueue(task_name, pk, countdown=BUSY_RETRY, mark="busy")
     try:
         yield acquired
@@ -135,6 +140,8 @@ def exclusive(task_name: str, kind: str, pk: int) -> Iterator[bool]:
         if acquired:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_unlock(%s::bigint)", [key])
+            if cache.delete(dirty):  # a run came while this one held the object
+                enqueue(task_name, pk)
 
 
 class Requeue(Exception):  # noqa: N818 (a signal, not an error)
