@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -194,16 +195,21 @@ def _ensure(job):
 def _submission_volumes(cluster, job, volumes):
     """Apply the claims and Secret of a job about to be submitted, and return them as the API
     server has them. The runs that follow within the resync interval while its claims bind
-    (the collector brings one as soon as a claim binds) read them instead of applying them
-    again, unless one is gone (a run that stopped halfway, or a hand delete)."""
-    if not _volumes_due(f"submission-{job.pk}"):
-        found = [
-            cluster.get(o["apiVersion"], o["kind"], o["metadata"]["name"], job.tenant.namespace)
+    (the collector brings one as soon as a claim binds) read its claims instead of applying
+    everything again, unless one is gone; never its Secret, which the worker may write but not
+    read. Marked only once applied whole: a run that stopped halfway is applied again."""
+    key = f"submission-volumes:{job.pk}"
+    if cache.get(key):
+        claims = [
+            cluster.get("v1", o["kind"], o["metadata"]["name"], job.tenant.namespace)
             for o in volumes
+            if o["kind"] == "PersistentVolumeClaim"
         ]
-        if None not in found:
-            return found
-    return cluster.apply(volumes)
+        if None not in claims:
+            return claims
+    applied = cluster.apply(volumes)
+    cache.set(key, 1, timeout=settings.RESYNC_INTERVAL)
+    return applied
 
 
 def _volumes_due(uid):
