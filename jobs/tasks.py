@@ -281,6 +281,37 @@ def _observe(job, status):
     )
 
 
+def observe_started(tenant_slug, name, phase, counts, message):
+    """The collector's watch saw a waiting job's Volcano job turn Running: write that at once,
+    as the run it also enqueues would (state, start time, event), so the job's page says
+    Running without waiting for a worker's hop and its reading of the Volcano job. Only this
+    change: every other one needs more than the watched object (why a job waits, an eviction,
+    the routes of a job that ended, letting the queue in) and is left to that run. The
+    conditional update lets only one of the two writers record it."""
+    if phase != "Running":
+        return
+    job = (
+        Job.objects.filter(
+            tenant__slug=tenant_slug,
+            name=name,
+            state__in=(JobState.SUBMITTING, JobState.PENDING),
+            started_at__isnull=True,
+            delete_requested=False,
+        )
+        .select_related("tenant")
+        .first()
+    )
+    if job is not None:
+        _set(
+            job,
+            state=JobState.RUNNING,
+            phase=phase,
+            counts=counts,
+            message=message,
+            pending_reason="",
+        )
+
+
 def _note_eviction(job):
     """The job ran and goes back to waiting: when the scheduler evicted its pods (reclaimed for
     another tenant, or preempted), say so once on the job's page."""

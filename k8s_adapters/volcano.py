@@ -274,6 +274,7 @@ def reduce_vcjob(vcjob: dict) -> dict[str, Any]:
         "name": status.name,
         "phase": status.phase,
         "counts": status.counts,
+        "message": status.message,
     }
 
 

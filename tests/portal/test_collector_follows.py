@@ -1,22 +1,31 @@
 """Which changes of a Volcano job or a claim the collector turns into a reconcile at once (the
 job resync reads the rest)."""
 
-import pytest
+import uuid
 
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from jobs.choices import JobState
+from jobs.models import Job
 from portal.management.commands import collect_cluster
+from tenants.models import Tenant
 
 
 @pytest.fixture
 def followed(monkeypatch):
-    """The jobs the collector asks to reconcile, by name."""
+    """The jobs the collector asks to reconcile, by name (what it writes at once is not
+    looked at here)."""
     names = []
     monkeypatch.setattr(collect_cluster, "reconcile_job", lambda tenant, name: names.append(name))
+    monkeypatch.setattr(collect_cluster, "observe_started", lambda *args: None)
     return names
 
 
-def job(phase, running=0):
+def job(phase, running=0, tenant="t"):
     counts = {"pending": 0, "running": running, "succeeded": 0, "failed": 0}
-    return {"tenant": "t", "name": "train", "phase": phase, "counts": counts}
+    return {"tenant": tenant, "name": "train", "phase": phase, "counts": counts, "message": ""}
 
 
 @pytest.mark.parametrize(
@@ -50,3 +59,59 @@ def test_a_job_that_only_moves_between_waiting_phases_is_left_to_the_resync(foll
 def test_a_job_that_starts_changes_or_ends_is_reconciled_at_once(followed, old, new):
     collect_cluster.follow_job(old, new)
     assert followed == ["train"]
+
+
+@pytest.fixture
+def waiting(transactional_db, monkeypatch):
+    """A job the portal submitted and that waits (committed: the collector's thread ends any
+    transaction it finds open)."""
+    monkeypatch.setattr(collect_cluster, "reconcile_job", lambda tenant, name: None)
+    tenant = Tenant.objects.create(slug=f"follow-{uuid.uuid4().hex[:6]}", display_name="F")
+    owner = get_user_model().objects.create(username=f"owner-{tenant.slug}")
+    return Job.objects.create(
+        tenant=tenant,
+        owner=owner,
+        name="train",
+        spec={},
+        gpus=1,
+        state=JobState.PENDING,
+        phase="Inqueue",
+        pending_reason="Waiting for GPUs.",
+        queued_at=timezone.now(),
+        submitted_at=timezone.now(),
+    )
+
+
+def test_a_job_seen_starting_is_running_on_its_page_before_any_worker_runs(waiting):
+    slug = waiting.tenant.slug
+    collect_cluster.follow_job(job("Inqueue", tenant=slug), job("Running", 1, tenant=slug))
+    collect_cluster.follow_job(job("Inqueue", tenant=slug), job("Running", 1, tenant=slug))
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.phase, waiting.pending_reason) == ("running", "Running", "")
+    assert waiting.counts["running"] == 1
+    assert waiting.started_at is not None
+    # Seen twice (a relist), told once.
+    assert [e.message for e in waiting.events.filter(kind="state")] == ["pending → running"]
+
+
+@pytest.mark.parametrize(
+    ("change", "new"),
+    [
+        ({"delete_requested": True}, job("Running", 1)),  # its deletion wins
+        ({"state": JobState.QUEUED, "submitted_at": None}, job("Running", 1)),  # not its own
+        ({}, job("Restarting", 1)),  # back after an eviction: the run notes it
+        ({}, job("Completed")),  # ended: the run removes its routes, lets the queue in
+    ],
+)
+def test_the_collector_writes_nothing_but_a_waiting_job_starting(waiting, change, new):
+    Job.objects.filter(pk=waiting.pk).update(**change)
+    before = Job.objects.get(pk=waiting.pk)
+    collect_cluster.follow_job(
+        job("Inqueue", tenant=waiting.tenant.slug), {**new, "tenant": waiting.tenant.slug}
+    )
+    after = Job.objects.get(pk=waiting.pk)
+    assert (after.state, after.phase, after.started_at) == (
+        before.state,
+        before.phase,
+        before.started_at,
+    )

@@ -17,6 +17,7 @@ from core.cluster import get_cluster
 from core.reconcile import enqueue
 from jobs.choices import PHASES, JobState
 from jobs.models import Job
+from jobs.tasks import observe_started
 from k8s_adapters import inventory
 from k8s_adapters.informer import Informer, wait_synced
 from k8s_adapters.labels import MANAGED_BY, PORTAL
@@ -128,12 +129,18 @@ WAITING = frozenset({""} | {phase for phase, state in PHASES.items() if state ==
 
 
 def follow_job(old, new):
-    """Volcano changed a job's phase or counts (or it vanished): reconcile that job now. Not
-    while it only moves between waiting phases (created, Pending, Inqueue, pods being created):
-    it waits all along, and why is read by the job resync."""
+    """Volcano changed a job's phase or counts (or it vanished): reconcile that job now, and
+    when it just started running, say so at once. Not while it only moves between waiting
+    phases (created, Pending, Inqueue, pods being created): it waits all along, and why is read
+    by the job resync."""
     if new and new["phase"] in WAITING and (old is None or old["phase"] in WAITING):
         return
     current = new or old
+    close_old_connections()  # a long-lived thread: drop a connection the database closed
+    if new and new["phase"] == "Running" and (old is None or old["phase"] in WAITING):
+        observe_started(
+            new["tenant"], new["name"], new["phase"], new["counts"], new.get("message", "")
+        )
     reconcile_job(current["tenant"], current["name"])
 
 
@@ -142,11 +149,11 @@ def follow_claim(old, new):
     a change seen (not every bound claim listed at start: jobs waiting then come back by their
     own requeue)."""
     if old and new and new["job"] and new["phase"] == "Bound" and old["phase"] != "Bound":
+        close_old_connections()
         reconcile_job(new["tenant"], new["job"])
 
 
 def reconcile_job(tenant, name):
-    close_old_connections()  # a long-lived thread: drop a connection the database closed
     pk = Job.objects.filter(tenant__slug=tenant, name=name).values_list("pk", flat=True).first()
     if pk is not None:
         enqueue("jobs.reconcile_job", pk)
