@@ -155,6 +155,25 @@ class Requeue(Exception):  # noqa: N818 (a signal, not an error)
         self.after = after
 
 
+def _requeue(task_name: str, pk: int, after: float) -> None:
+    """The run waits for something the cluster does soon: note that it waits, and run it again
+    in `after` seconds (not inline: whoever runs it inline runs it again)."""
+    timeout = after + settings.RECONCILE_DEDUP_SECONDS
+    cache.set(_queued_key(task_name, pk, "waiting"), 1, timeout=timeout)
+    if not current_app.conf.task_always_eager:
+        enqueue(task_name, pk, countdown=after)
+
+
+def _recheck_moot(task_name: str, pk: int) -> bool:
+    """Whether a delayed run has nothing left to check: it re-checks a wait (Requeue) or an
+    object another run held (busy), and since it was sent a run has ended without waiting, and
+    no busy retry is due. The watch that ended the wait brought that run; the watches and the
+    resync follow the object from there. A job whose claim bound before its 5 s re-check came
+    otherwise spent a whole run on finding nothing new."""
+    marks = [_queued_key(task_name, pk, mark) for mark in ("waiting", "busy")]
+    return not cache.get_many(marks)
+
+
 def record_sync(
     obj: Reconciled, state: str, message: str = "", observed: dict[str, Any] | None = None
 ) -> None:
@@ -187,7 +206,11 @@ def reconciler(
     def decorate(fn: Callable[[M], dict[str, Any] | None]) -> Any:
         @shared_task(name=name, ignore_result=True, **RETRY)
         def task(pk: int) -> None:
-            started(name, pk, delayed=task.request.eta is not None)
+            delayed = task.request.eta is not None
+            moot = delayed and not task.request.retries and _recheck_moot(name, pk)
+            started(name, pk, delayed=delayed)
+            if moot:
+                return
             with exclusive(name, kind, pk) as acquired:
                 if not acquired:
                     return
@@ -199,8 +222,9 @@ def reconciler(
                     _run(fn, obj, kind, on_permanent)
                 except Requeue as wait:
                     record_sync(obj, SyncState.IN_SYNC)
-                    if not current_app.conf.task_always_eager:
-                        enqueue(name, pk, countdown=wait.after)
+                    _requeue(name, pk, wait.after)
+                else:
+                    cache.delete(_queued_key(name, pk, "waiting"))
 
         task.__doc__ = fn.__doc__
         return task

@@ -10,10 +10,12 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import time_machine
+from django.core.cache import cache
+from django.utils import timezone
 
 from accounts.models import SSHKey
 from core.models import SyncState
-from core.reconcile import enqueue, exclusive
+from core.reconcile import Requeue, enqueue, exclusive
 from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job
@@ -224,6 +226,47 @@ def test_a_change_seen_while_another_run_holds_the_job_is_acted_on_right_after_i
         timeout=15,
         message="the cancel to reach Volcano once the job is free, not with the requeued run",
     )
+
+
+def delayed_run(pk, retries=0):
+    """Run the job's task as the worker runs one sent with a countdown."""
+    reconcile_job.push_request(eta=timezone.now().isoformat(), retries=retries)
+    try:
+        reconcile_job.run(pk)
+    finally:
+        reconcile_job.pop_request()
+
+
+def test_a_delayed_recheck_is_skipped_once_a_run_ended_without_waiting(
+    team, templates, launch, monkeypatch
+):
+    # A job waiting for its claim is re-checked in 5 s. When the claim bound before that and
+    # the run the collector brought submitted the job, the re-check has nothing left to check:
+    # it cost every launch a whole run (queries, reads of the cluster) for nothing.
+    from jobs import tasks
+
+    job = launch(templates["single-gpu"], name="recheck")
+    runs, waits = [], [True]
+
+    def ensure(job):
+        runs.append(job.pk)
+        if waits[0]:
+            raise Requeue(5)  # its claim is not bound yet
+
+    monkeypatch.setattr(tasks, "_ensure", ensure)
+    reconcile_job(job.pk)  # waits for its claim
+    delayed_run(job.pk)  # the re-check: still waiting
+    assert len(runs) == 2
+    waits[0] = False
+    reconcile_job(job.pk)  # the claim bound: the collector's run submits it
+    delayed_run(job.pk)  # the re-check the first run asked for
+    assert len(runs) == 3, "a re-check after a run that did not wait must do nothing"
+
+    cache.set(f"busy:jobs.reconcile_job:{job.pk}", 1)  # a run that found the job held
+    delayed_run(job.pk)
+    assert len(runs) == 4, "the retry of a run that found the job busy must run"
+    delayed_run(job.pk, retries=1)  # a retry after the cluster did not answer
+    assert len(runs) == 5, "a retry after a transient error must run"
 
 
 def test_the_frequent_resync_rereads_waiting_jobs_and_the_full_one_every_job(
