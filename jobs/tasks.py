@@ -15,6 +15,7 @@ from core.cluster import get_cluster
 from core.reconcile import Requeue, enqueue_all, once_every, reconciler
 from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import PermanentK8sError, plain_words
+from k8s_adapters.events import telling_events
 from k8s_adapters.labels import portal_labels
 from k8s_adapters.quantity import to_decimal
 from k8s_adapters.routing import ENDPOINT_KINDS, observed_service
@@ -173,7 +174,7 @@ def _ensure(job):
             # A claim just created has nothing to say yet: its Events are read once it waits.
             said = []
             if _waited(job) >= PENDING_REASON_AFTER:
-                said = claim_messages(cluster, spec.namespace, unbound)
+                said = claim_messages(unbound, _telling_events(spec.namespace))
             reason = pending.explain(said, default=pending.WAITING_FOR_VOLUME)
             _set(job, state=JobState.PENDING, pending_reason=reason)
             _ensure_endpoints(cluster, job)  # its URLs exist from the start
@@ -326,7 +327,21 @@ def _note_eviction(job):
 
 
 def _pending_reason(job, uid):
-    return pending.explain(waiting_messages(get_cluster(), job.tenant.namespace, job.name, uid))
+    namespace = job.tenant.namespace
+    events = _telling_events(namespace)
+    return pending.explain(waiting_messages(get_cluster(), namespace, job.name, uid, events))
+
+
+def _telling_events(namespace):
+    """The namespace's Events that tell why things wait, read by one run every few seconds and
+    shared by the runs of all its waiting jobs meanwhile: each read costs the API server the
+    namespace's whole Event history (see `telling_events`)."""
+    key = f"telling-events:{namespace}"
+    events = cache.get(key)
+    if events is None:
+        events = telling_events(get_cluster(), namespace)
+        cache.set(key, events, timeout=PENDING_REASON_EVERY)
+    return events
 
 
 def _set(job, **fields):

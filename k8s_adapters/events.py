@@ -62,6 +62,39 @@ def read_event(event: dict[str, Any]) -> EventFacts:
     )
 
 
+# Reasons that explain a wait even as Normal events (Volcano reports a full queue as a Normal
+# "Unschedulable" event on the PodGroup; the PV binder waits for a provisioner as Normal too).
+TELLING_REASONS = ("Unschedulable", "FailedScheduling", "ExternalProvisioning")
+PER_OBJECT_KEPT = 5  # of an object's telling Events, the newest this many say all there is
+
+
+def telling_events(cluster: "Cluster", namespace: str) -> list[EventFacts]:
+    """Every Event of the namespace that can tell why something waits (Warnings, and Normal ones
+    of the telling reasons), the newest few per object, newest first: a few field-selected LISTs
+    whatever the number of the namespace's jobs. The API server keeps no watch cache for
+    Events, so each LIST reads the namespace's whole Event history from etcd: a LIST per waiting
+    object grew with the number of waiting jobs times that history."""
+    raws = cluster.list("v1", "Event", namespace=namespace, fields={"type": "Warning"})
+    for reason in TELLING_REASONS:
+        raws += cluster.list(
+            "v1", "Event", namespace=namespace, fields={"type": "Normal", "reason": reason}
+        )
+    kept: dict[tuple[str, str], int] = {}
+    found = []
+    for event in newest_first([read_event(raw) for raw in raws]):
+        seen = kept.get((event.kind, event.name), 0)
+        if seen < PER_OBJECT_KEPT:
+            kept[(event.kind, event.name)] = seen + 1
+            found.append(event)
+    return found
+
+
+def about(events: Iterable[EventFacts], kind: str, names: Iterable[str]) -> list[EventFacts]:
+    """Of `events`, those about objects of `kind` named one of `names`, in their order."""
+    wanted = set(names)
+    return [e for e in events if e.kind == kind and e.name in wanted]
+
+
 # Up to this many objects, their Events are read one field-selected LIST each; beyond, one LIST
 # of the kind's Events in the namespace (a namespace of busy jobs holds thousands of Events, and
 # reading them all on every reconcile made each one cost in proportion to the tenant's history).

@@ -1,10 +1,10 @@
 """Why a job waits, in the cluster's own words: readers that gather them from the objects and
 Events around a Volcano job (apps turn them into plain words)."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from .events import PER_OBJECT_LISTS, EventFacts, events_for, newest_first, read_event
+from .events import TELLING_REASONS, EventFacts, about, newest_first, read_event
 from .names import workspace_claim
 from .pods import JOB_LABEL
 from .volcano import PODGROUP_API, podgroup_name, unschedulable_messages
@@ -12,17 +12,17 @@ from .volcano import PODGROUP_API, podgroup_name, unschedulable_messages
 if TYPE_CHECKING:
     from .client import Cluster
 
-# Reasons that explain a wait even as Normal events (Volcano reports a full queue as a Normal
-# "Unschedulable" event on the PodGroup; the PV binder waits for a provisioner as Normal too).
-TELLING_REASONS = frozenset({"Unschedulable", "FailedScheduling", "ExternalProvisioning"})
+WAITING_PODS_TOLD = 8  # pods that wait alike say the same: a few of them tell why
 
 
-def waiting_messages(cluster: "Cluster", namespace: str, job_name: str, uid: str) -> list[str]:
+def waiting_messages(
+    cluster: "Cluster", namespace: str, job_name: str, uid: str, events: Sequence[EventFacts]
+) -> list[str]:
     """What the cluster says about a job that waits, most specific first: the PodGroup's
-    Unschedulable conditions, then the newest Events about the PodGroup (a full queue is reported
-    only there), the Volcano job (pods the ResourceQuota refused), its waiting pods
-    (FailedScheduling) and its unbound claims (no StorageClass, no provisioner). Each is read by
-    field selector: the cost does not grow with the namespace's history."""
+    Unschedulable conditions, then the newest of `events` (the namespace's telling Events, see
+    `telling_events`) about the PodGroup (a full queue is reported only there), the Volcano job
+    (pods the ResourceQuota refused), its waiting pods (FailedScheduling) and its unbound claim
+    (no StorageClass, no provisioner)."""
     group_name = podgroup_name(job_name, uid)
     group = cluster.get(PODGROUP_API, "PodGroup", group_name, namespace)
     messages = unschedulable_messages(group)
@@ -30,27 +30,25 @@ def waiting_messages(cluster: "Cluster", namespace: str, job_name: str, uid: str
     # A bound claim's old events (waiting for the provisioner) say nothing any more.
     unbound = _phase(cluster.get("v1", "PersistentVolumeClaim", claim, namespace)) != "Bound"
     pods = cluster.list("v1", "Pod", namespace=namespace, labels={JOB_LABEL: job_name})
-    # Pods that wait alike say the same: a few of them tell why.
     waiting_pods = sorted(p["metadata"]["name"] for p in pods if _phase(p) == "Pending")
-    about = [
-        events_for(cluster, namespace, "PodGroup", [group_name] if group else []),
-        events_for(cluster, namespace, "Job", [job_name]),
-        events_for(cluster, namespace, "Pod", waiting_pods[:PER_OBJECT_LISTS]),
-        events_for(cluster, namespace, "PersistentVolumeClaim", [claim] if unbound else []),
+    told = [
+        *about(events, "PodGroup", [group_name] if group else []),
+        *about(events, "Job", [job_name]),
+        *about(events, "Pod", waiting_pods[:WAITING_PODS_TOLD]),
+        *about(events, "PersistentVolumeClaim", [claim] if unbound else []),
     ]
-    return _telling(about, messages)
+    return _telling(told, messages)
 
 
-def claim_messages(cluster: "Cluster", namespace: str, claims: list[str]) -> list[str]:
+def claim_messages(claims: list[str], events: Sequence[EventFacts]) -> list[str]:
     """What the cluster says about claims that are not bound yet (before the job's Volcano job
-    exists, nothing else can be said about it)."""
-    return _telling([events_for(cluster, namespace, "PersistentVolumeClaim", claims)], [])
+    exists, nothing else can be said about it), of the namespace's telling `events`."""
+    return _telling(about(events, "PersistentVolumeClaim", claims), [])
 
 
-def _telling(about: "list[dict[str, list[EventFacts]]]", messages: list[str]) -> list[str]:
+def _telling(events: list[EventFacts], messages: list[str]) -> list[str]:
     """`messages`, then the newest telling Events' messages, each once."""
-    events = newest_first([e for found in about for events in found.values() for e in events])
-    for event in events:
+    for event in newest_first(events):
         telling = event.warning or event.reason in TELLING_REASONS
         if telling and event.message not in messages:
             messages.append(event.message)

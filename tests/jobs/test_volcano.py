@@ -11,12 +11,13 @@ import uuid
 import pytest
 from django.core.exceptions import ValidationError
 
-from jobs import services
+from jobs import services, tasks
 from jobs.choices import JobState
 from jobs.seed import PYTORCH_DDP
 from jobs.tasks import reconcile_job
 from k8s_adapters import names
 from k8s_adapters.client import Cluster
+from k8s_adapters.events import TELLING_REASONS
 from k8s_adapters.tenant import QUEUE_API
 from k8s_adapters.volcano import VCJOB_API
 from tests.helpers import wait_for
@@ -105,6 +106,48 @@ def test_a_full_queue_keeps_the_job_pending_and_says_so(cluster, team, templates
         job = settle(job, JobState.PENDING)
     assert job.pending_reason.startswith("The tenant's Volcano queue has no GPUs left")
     assert job_pods(cluster, job) == []
+
+
+def test_jobs_waiting_in_one_namespace_share_one_read_of_its_events(
+    cluster, team, templates, launch, monkeypatch
+):
+    # The API server keeps no watch cache for Events: each LIST reads the namespace's whole
+    # Event history from etcd. Reading why each waiting job waits with LISTs of its own cost
+    # the waiting jobs times that history every few seconds; the namespace's jobs share one.
+    by_hand = Cluster(cluster.api_client, field_manager="someone-by-hand")
+    cap = {"nvidia.com/gpu": "0"}
+    queue = {"name": team["tenant"].queue_name}
+    by_hand.apply_one(
+        {
+            "apiVersion": QUEUE_API,
+            "kind": "Queue",
+            "metadata": queue,
+            "spec": {"capability": cap, "deserved": cap},
+        }
+    )
+    jobs = [launch(templates["single-gpu"], name=f"full-{n}") for n in range(4)]
+    for n, job in enumerate(jobs):
+        deadline = time.monotonic() + 30
+        while "queue" not in job.pending_reason and time.monotonic() < deadline:
+            job = settle(job, JobState.PENDING)
+        assert job.pending_reason.startswith("The tenant's Volcano queue has no GPUs left")
+        jobs[n] = job
+    reads = []
+    list_with_version = Cluster.list_with_version
+
+    def counting(self, api_version, kind, **options):
+        if kind == "Event":
+            reads.append(options.get("fields"))
+        return list_with_version(self, api_version, kind, **options)
+
+    monkeypatch.setattr(Cluster, "list_with_version", counting)
+    time.sleep(tasks.PENDING_REASON_EVERY)  # why each job waits is due to be read again
+    for job in jobs:
+        reconcile_job(job.pk)
+    for job in jobs:
+        job.refresh_from_db()
+        assert job.pending_reason.startswith("The tenant's Volcano queue has no GPUs left")
+    assert len(reads) == 1 + len(TELLING_REASONS), reads  # Warnings, and each telling reason
 
 
 def test_pods_the_resource_quota_refuses_are_explained(cluster, team, templates, launch):
