@@ -97,10 +97,10 @@ def enqueue_all(task_name: str, pks: Iterator[int] | list[int]) -> None:
 
 def started(task_name: str, pk: int, *, delayed: bool = False) -> None:
     """Called first by a reconcile task: a new change may enqueue another run from now on (and,
-    when this is the delayed run, another delayed one)."""
-    cache.delete(_queued_key(task_name, pk))
-    if delayed:
-        cache.delete_many([_queued_key(task_name, pk, mark) for mark in ("requeued", "busy")])
+    when this is the delayed run, another delayed one); the object has not settled until this
+    run ends without waiting (one that dies halfway leaves it unsettled)."""
+    marks = ("queued", "settled", *(("requeued", "busy") if delayed else ()))
+    cache.delete_many([_queued_key(task_name, pk, mark) for mark in marks])
 
 
 def once_every(key: str, seconds: float) -> bool:
@@ -156,22 +156,28 @@ class Requeue(Exception):  # noqa: N818 (a signal, not an error)
 
 
 def _requeue(task_name: str, pk: int, after: float) -> None:
-    """The run waits for something the cluster does soon: note that it waits, and run it again
-    in `after` seconds (not inline: whoever runs it inline runs it again)."""
-    timeout = after + settings.RECONCILE_DEDUP_SECONDS
-    cache.set(_queued_key(task_name, pk, "waiting"), 1, timeout=timeout)
+    """The run waits for something the cluster does soon: it has not settled, and runs again in
+    `after` seconds (not inline: whoever runs it inline runs it again)."""
+    cache.delete(_queued_key(task_name, pk, "settled"))
     if not current_app.conf.task_always_eager:
         enqueue(task_name, pk, countdown=after)
 
 
+def _settled(task_name: str, pk: int) -> None:
+    """The run ended without waiting: a delayed re-check sent before it has nothing to do."""
+    cache.set(_queued_key(task_name, pk, "settled"), 1, timeout=settings.RESYNC_INTERVAL)
+
+
 def _recheck_moot(task_name: str, pk: int) -> bool:
     """Whether a delayed run has nothing left to check: it re-checks a wait (Requeue) or an
-    object another run held (busy), and since it was sent a run has ended without waiting, and
-    no busy retry is due. The watch that ended the wait brought that run; the watches and the
-    resync follow the object from there. A job whose claim bound before its 5 s re-check came
-    otherwise spent a whole run on finding nothing new."""
-    marks = [_queued_key(task_name, pk, mark) for mark in ("waiting", "busy")]
-    return not cache.get_many(marks)
+    object another run held (busy), and since it was sent a run has settled (ended without
+    waiting), and no busy retry is due. The watch that ended the wait brought that run; the
+    watches and the resync follow the object from there. A job whose claim bound before its 5 s
+    re-check came otherwise spent a whole run on finding nothing new. Only a mark that says so
+    skips the run: a mark gone (expired, evicted) runs it."""
+    settled, busy = (_queued_key(task_name, pk, mark) for mark in ("settled", "busy"))
+    marks = cache.get_many([settled, busy])
+    return settled in marks and busy not in marks
 
 
 def record_sync(
@@ -207,10 +213,10 @@ def reconciler(
         @shared_task(name=name, ignore_result=True, **RETRY)
         def task(pk: int) -> None:
             delayed = task.request.eta is not None
-            moot = delayed and not task.request.retries and _recheck_moot(name, pk)
-            started(name, pk, delayed=delayed)
-            if moot:
+            if delayed and not task.request.retries and _recheck_moot(name, pk):
+                cache.delete(_queued_key(name, pk, "requeued"))  # another may be sent
                 return
+            started(name, pk, delayed=delayed)
             with exclusive(name, kind, pk) as acquired:
                 if not acquired:
                     return
@@ -224,7 +230,7 @@ def reconciler(
                     record_sync(obj, SyncState.IN_SYNC)
                     _requeue(name, pk, wait.after)
                 else:
-                    cache.delete(_queued_key(name, pk, "waiting"))
+                    _settled(name, pk)
 
         task.__doc__ = fn.__doc__
         return task

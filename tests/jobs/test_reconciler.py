@@ -9,6 +9,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import time_machine
 from django.core.cache import cache
 from django.utils import timezone
@@ -250,6 +251,9 @@ def test_a_delayed_recheck_is_skipped_once_a_run_ended_without_waiting(
 
     def ensure(job):
         runs.append(job.pk)
+        if isinstance(waits[0], Exception):
+            error, waits[0] = waits[0], False
+            raise error
         if waits[0]:
             raise Requeue(5)  # its claim is not bound yet
 
@@ -267,6 +271,15 @@ def test_a_delayed_recheck_is_skipped_once_a_run_ended_without_waiting(
     assert len(runs) == 4, "the retry of a run that found the job busy must run"
     delayed_run(job.pk, retries=1)  # a retry after the cluster did not answer
     assert len(runs) == 5, "a retry after a transient error must run"
+
+    cache.delete(f"settled:jobs.reconcile_job:{job.pk}")  # the mark expired, or Redis lost it
+    delayed_run(job.pk)
+    assert len(runs) == 6, "only a mark that says the job settled may skip a re-check"
+    waits[0] = RuntimeError("the worker died")
+    with pytest.raises(RuntimeError):
+        reconcile_job(job.pk)  # a run that ends halfway
+    delayed_run(job.pk)
+    assert len(runs) == 8, "a re-check after a run that ended halfway must run"
 
 
 def test_the_frequent_resync_rereads_waiting_jobs_and_the_full_one_every_job(
