@@ -68,7 +68,7 @@ def _failed(job, error):
     Job,
     name="jobs.reconcile_job",
     # Only the tenant: every run needs it, while the owner (for endpoints) and the data volume
-    # are read by the few runs that use them (the wider join cost a quarter more per load).
+    # are read only for jobs that have them (the wider join cost a quarter more per load).
     select_related=("tenant",),
     on_permanent=_failed,
 )
@@ -156,7 +156,7 @@ def _ensure(job):
             ),
         )
         return None
-    if job.data_volume:
+    if job.data_volume_id:
         cluster.apply_one(_data_pvc(job.data_volume))
     if vcjob is None:
         _check_queue(cluster, spec.queue)
@@ -305,14 +305,15 @@ def observe_started(tenant_slug, name, phase, counts, message):
         .first()
     )
     if job is not None:
-        _set(
-            job,
-            state=JobState.RUNNING,
-            phase=phase,
-            counts=counts,
-            message=message,
-            pending_reason="",
-        )
+        with transaction.atomic():  # the state and its event, or neither
+            _set(
+                job,
+                state=JobState.RUNNING,
+                phase=phase,
+                counts=counts,
+                message=message,
+                pending_reason="",
+            )
 
 
 def _note_eviction(job):

@@ -61,6 +61,18 @@ def test_a_job_that_starts_changes_or_ends_is_reconciled_at_once(followed, old, 
     assert followed == ["train"]
 
 
+def test_a_start_the_collector_failed_to_write_is_still_reconciled(followed, monkeypatch):
+    # The write is a shortcut: when it fails (the database went away a moment), the run that
+    # writes the same and more must still come.
+    def fails(*args):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(collect_cluster, "observe_started", fails)
+    with pytest.raises(RuntimeError):
+        collect_cluster.follow_job(job("Inqueue"), job("Running", 1))
+    assert followed == ["train"]
+
+
 @pytest.fixture
 def waiting(transactional_db, monkeypatch):
     """A job the portal submitted and that waits (committed: the collector's thread ends any

@@ -137,11 +137,13 @@ def follow_job(old, new):
         return
     current = new or old
     close_old_connections()  # a long-lived thread: drop a connection the database closed
-    if new and new["phase"] == "Running" and (old is None or old["phase"] in WAITING):
-        observe_started(
-            new["tenant"], new["name"], new["phase"], new["counts"], new.get("message", "")
-        )
-    reconcile_job(current["tenant"], current["name"])
+    try:
+        if new and new["phase"] == "Running" and (old is None or old["phase"] in WAITING):
+            observe_started(
+                new["tenant"], new["name"], new["phase"], new["counts"], new.get("message", "")
+            )
+    finally:  # the run comes whatever happened to that write, and reads the row after it
+        reconcile_job(current["tenant"], current["name"])
 
 
 def follow_claim(old, new):
