@@ -62,9 +62,10 @@ def read_event(event: dict[str, Any]) -> EventFacts:
     )
 
 
-# Reasons that explain a wait even as Normal events (Volcano reports a full queue as a Normal
-# "Unschedulable" event on the PodGroup; the PV binder waits for a provisioner as Normal too).
-TELLING_REASONS = ("Unschedulable", "FailedScheduling", "ExternalProvisioning")
+# Reasons that explain a wait even as Normal events: Volcano reports a full queue as a Normal
+# "Unschedulable" event on the PodGroup; the PV binder waits for a provisioner, and for a claim
+# with no StorageClass, with Normal ones too.
+TELLING_REASONS = ("Unschedulable", "ExternalProvisioning", "FailedBinding")
 PER_OBJECT_KEPT = 5  # of an object's telling Events, the newest this many say all there is
 
 
@@ -73,7 +74,8 @@ def telling_events(cluster: "Cluster", namespace: str) -> list[EventFacts]:
     of the telling reasons), the newest few per object, newest first: a few field-selected LISTs
     whatever the number of the namespace's jobs. The API server keeps no watch cache for
     Events, so each LIST reads the namespace's whole Event history from etcd: a LIST per waiting
-    object grew with the number of waiting jobs times that history."""
+    object grew with the number of waiting jobs times that history. (One unfiltered LIST would
+    read it once, but send every Normal event of every pod to be decoded here.)"""
     raws = cluster.list("v1", "Event", namespace=namespace, fields={"type": "Warning"})
     for reason in TELLING_REASONS:
         raws += cluster.list(

@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 
 from jobs import services, tasks
 from jobs.choices import JobState
+from jobs.models import Job
 from jobs.seed import PYTORCH_DDP
 from jobs.tasks import reconcile_job
 from k8s_adapters import names
@@ -141,7 +142,8 @@ def test_jobs_waiting_in_one_namespace_share_one_read_of_its_events(
         return list_with_version(self, api_version, kind, **options)
 
     monkeypatch.setattr(Cluster, "list_with_version", counting)
-    time.sleep(tasks.PENDING_REASON_EVERY)  # why each job waits is due to be read again
+    time.sleep(tasks.PENDING_REASON_EVERY + 0.5)  # why each job waits is due to be read again
+    Job.objects.filter(pk__in=[job.pk for job in jobs]).update(pending_reason="")
     for job in jobs:
         reconcile_job(job.pk)
     for job in jobs:

@@ -1,0 +1,64 @@
+"""Why a job waits, read from one sweep of its namespace's telling Events (the API server
+answers the field-selected LISTs here as it would)."""
+
+from jobs import pending
+from k8s_adapters.events import telling_events
+from k8s_adapters.waiting import claim_messages
+
+
+def event(kind, name, type_, reason, message, at):
+    return {
+        "involvedObject": {"kind": kind, "name": name},
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "lastTimestamp": f"2026-12-04T10:00:{at:02d}Z",
+    }
+
+
+class Namespace:
+    """A namespace's Events, answering LISTs by field selector as the API server does."""
+
+    def __init__(self, events):
+        self.events = events
+
+    def list(self, api_version, kind, *, namespace=None, fields=None):
+        assert (api_version, kind) == ("v1", "Event")
+        fields = fields or {}
+        return [
+            e
+            for e in self.events
+            if all(e.get({"type": "type", "reason": "reason"}[k]) == v for k, v in fields.items())
+        ]
+
+
+def test_a_claim_with_no_storage_class_says_so():
+    # The PV binder says this as a Normal event; it was never read, and the job said only
+    # that it waits for its volume.
+    said = "no persistent volumes available for this claim and no storage class is set"
+    events = telling_events(
+        Namespace(
+            [
+                event("PersistentVolumeClaim", "a-workspace", "Normal", "FailedBinding", said, 1),
+                event("Pod", "a-main-0", "Normal", "Scheduled", "assigned to node-1", 2),
+            ]
+        ),
+        "tenant-a",
+    )
+    assert [e.reason for e in events] == ["FailedBinding"]  # a scheduled pod tells nothing
+    messages = claim_messages(["a-workspace"], events)
+    assert pending.explain(messages).startswith("The job's volume cannot be created")
+
+
+def test_each_object_keeps_its_newest_telling_events_only():
+    # A PodGroup waiting for a full queue is told so thousands of times.
+    events = telling_events(
+        Namespace(
+            [event("PodGroup", "g", "Warning", "Unschedulable", f"try {n}", n) for n in range(30)]
+            + [event("Pod", "p", "Warning", "FailedScheduling", "0/3 nodes", 0)]
+        ),
+        "tenant-a",
+    )
+    told = [e.message for e in events if e.kind == "PodGroup"]
+    assert told == ["try 29", "try 28", "try 27", "try 26", "try 25"]
+    assert [e.message for e in events if e.kind == "Pod"] == ["0/3 nodes"]
