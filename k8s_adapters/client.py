@@ -11,6 +11,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Self
@@ -18,7 +19,7 @@ from typing import Any, Self
 from kubernetes import client, config, dynamic, watch
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from .errors import ConflictK8sError, K8sError, PermanentK8sError, translate
+from .errors import ConflictK8sError, K8sError, PermanentK8sError, TransientK8sError, translate
 from .labels import selector as label_selector
 
 
@@ -49,6 +50,11 @@ def apply_body(manifest: dict[str, Any]) -> str:
     what YAML may not hold raw escaped."""
     text = json.dumps(manifest, ensure_ascii=False)
     return _YAML_UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+# Seconds an admission webhook's cache may lag behind the API server (see Cluster.delete).
+WEBHOOK_CACHE_LAG = 5.0
+WEBHOOK_NOT_FOUND = re.compile(r"admission webhook .* denied the request: .* not found")
 
 
 @contextlib.contextmanager
@@ -214,7 +220,26 @@ class Cluster:
         return _decoded(obj)
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
-        """Delete one object in the background; False when it was already gone."""
+        """Delete one object in the background; False when it was already gone.
+
+        An admission webhook that looks the object up in its informer's cache (Volcano's, for
+        queues) refuses to delete one created a moment ago as "not found" while the API server
+        has it: that is retried for a few seconds, then a TransientK8sError."""
+        deadline = time.monotonic() + WEBHOOK_CACHE_LAG
+        while True:
+            try:
+                return self._delete(api_version, kind, name, namespace)
+            except PermanentK8sError as refused:
+                lagging = refused.status == 400 and WEBHOOK_NOT_FOUND.search(refused.message)
+                if not lagging:
+                    raise
+                if self.get(api_version, kind, name, namespace) is None:
+                    return False
+                if time.monotonic() > deadline:
+                    raise TransientK8sError(refused.message, status=400) from refused
+                time.sleep(0.2)
+
+    def _delete(self, api_version: str, kind: str, name: str, namespace: str | None) -> bool:
         resource = self.resource(api_version, kind)
         try:
             with translating():

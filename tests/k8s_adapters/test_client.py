@@ -191,3 +191,48 @@ def test_an_unreachable_api_server_is_a_transient_error(tmp_path):
     with pytest.raises(TransientK8sError):
         unreachable.get("v1", "Namespace", "default")
     assert unreachable.ready() is False
+
+
+def lagging_webhook(monkeypatch, refusals, exists):
+    """A Cluster whose deletes an admission webhook refuses `refusals` times as "not found"
+    (its cache has not seen the object yet), while the API server has it when `exists`."""
+    cluster = Cluster.__new__(Cluster)
+    calls = []
+
+    def delete(api_version, kind, name, namespace):
+        calls.append(name)
+        if len(calls) <= refusals:
+            raise PermanentK8sError(
+                'admission webhook "validatequeue.volcano.sh" denied the request: '
+                f'queue.scheduling.volcano.sh "{name}" not found',
+                status=400,
+            )
+        return True
+
+    monkeypatch.setattr(cluster, "_delete", delete)
+    monkeypatch.setattr(
+        cluster, "get", lambda *args: {"metadata": {"name": "q"}} if exists else None
+    )
+    return cluster, calls
+
+
+def test_a_delete_refused_by_a_webhook_whose_cache_lags_is_retried(monkeypatch):
+    # Volcano's queue webhook reads queues from its informer's cache: a queue deleted right
+    # after its creation was refused as "not found" (a test's clean-up failed so on a busy
+    # machine), and a tenant removed at once would have been left in error.
+    cluster, calls = lagging_webhook(monkeypatch, refusals=2, exists=True)
+    assert cluster.delete("scheduling.volcano.sh/v1beta1", "Queue", "q") is True
+    assert len(calls) == 3
+
+
+def test_a_delete_refused_for_an_object_gone_meanwhile_is_done(monkeypatch):
+    cluster, calls = lagging_webhook(monkeypatch, refusals=1, exists=False)
+    assert cluster.delete("scheduling.volcano.sh/v1beta1", "Queue", "q") is False
+    assert len(calls) == 1
+
+
+def test_a_webhook_that_never_catches_up_is_a_transient_error(monkeypatch):
+    monkeypatch.setattr("k8s_adapters.client.WEBHOOK_CACHE_LAG", 0.3)
+    cluster, _ = lagging_webhook(monkeypatch, refusals=100, exists=True)
+    with pytest.raises(TransientK8sError):
+        cluster.delete("scheduling.volcano.sh/v1beta1", "Queue", "q")
