@@ -293,17 +293,14 @@ def observe_started(tenant_slug, name, phase, counts, message):
     conditional update lets only one of the two writers record it."""
     if phase != "Running":
         return
-    job = (
-        Job.objects.filter(
-            tenant__slug=tenant_slug,
-            name=name,
-            state__in=(JobState.SUBMITTING, JobState.PENDING),
-            started_at__isnull=True,
-            delete_requested=False,
-        )
-        .select_related("tenant")
-        .first()
-    )
+    # Its tenant is not loaded: letting the tenant's queue in takes only the tenant's id.
+    job = Job.objects.filter(
+        tenant__slug=tenant_slug,
+        name=name,
+        state__in=(JobState.SUBMITTING, JobState.PENDING),
+        started_at__isnull=True,
+        delete_requested=False,
+    ).first()
     if job is not None:
         with transaction.atomic():  # the state and its event, or neither
             _set(

@@ -4,7 +4,7 @@ Events around a Volcano job (apps turn them into plain words)."""
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from .events import TELLING_REASONS, EventFacts, about, newest_first, read_event
+from .events import EventFacts, about, newest_first, read_event
 from .names import workspace_claim
 from .pods import JOB_LABEL
 from .volcano import PODGROUP_API, podgroup_name, unschedulable_messages
@@ -47,10 +47,10 @@ def claim_messages(claims: list[str], events: Sequence[EventFacts]) -> list[str]
 
 
 def _telling(events: list[EventFacts], messages: list[str]) -> list[str]:
-    """`messages`, then the newest telling Events' messages, each once."""
+    """`messages`, then the newest of the telling `events`' messages (`telling_events` kept only
+    those), each once."""
     for event in newest_first(events):
-        telling = event.warning or event.reason in TELLING_REASONS
-        if telling and event.message not in messages:
+        if event.message not in messages:
             messages.append(event.message)
     return messages
 
