@@ -12,6 +12,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # Database 2 of the Redis the local services run (REDIS_PORT as hack/services.sh uses it).
 BENCH_REDIS = f"redis://127.0.0.1:{os.environ.get('REDIS_PORT', '63790')}/2"
+PRODUCTION_LIKE = {
+    "DEBUG": "false",
+    "SESSION_COOKIE_SECURE": "false",
+    "ENDPOINT_WILDCARD_DOMAIN": "endpoints.localhost",
+}
 
 
 def setup_django():
@@ -20,6 +25,9 @@ def setup_django():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.path.insert(0, str(ROOT))
     os.environ["REDIS_URL"] = BENCH_REDIS
+    # The portal as deployed: DEBUG off (with it on, Django records every query and Celery
+    # warns of that leak), over plain HTTP on loopback.
+    os.environ.update(PRODUCTION_LIKE)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     import django
 

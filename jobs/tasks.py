@@ -286,31 +286,35 @@ def _observe(job, status):
 
 def observe_started(tenant_slug, name, phase, counts, message):
     """The collector's watch saw a waiting job's Volcano job turn Running: write that at once,
-    as the run it also enqueues would (state, start time, event), so the job's page says
-    Running without waiting for a worker's hop and its reading of the Volcano job. Only this
-    change: every other one needs more than the watched object (why a job waits, an eviction,
-    the routes of a job that ended, letting the queue in) and is left to that run. The
-    conditional update lets only one of the two writers record it."""
+    as a run would (state, start time, event), so the job's page says Running without waiting
+    for a worker's hop and its reading of the Volcano job. True when written: then no run is
+    needed, as nothing else changes when a job starts (its routes exist since its submission,
+    its volumes are applied again by the resync, a later change brings a run). False leaves
+    the change to a run: the job is not found waiting (a run wrote it first, or it is being
+    deleted), or it was cancelled while waiting (the run aborts it). The conditional update
+    lets only one of the collector and a run record the start."""
     if phase != "Running":
-        return
+        return False
     # Its tenant is not loaded: letting the tenant's queue in takes only the tenant's id.
     job = Job.objects.filter(
         tenant__slug=tenant_slug,
         name=name,
         state__in=(JobState.SUBMITTING, JobState.PENDING),
         started_at__isnull=True,
+        cancel_requested=False,
         delete_requested=False,
     ).first()
-    if job is not None:
-        with transaction.atomic():  # the state and its event, or neither
-            _set(
-                job,
-                state=JobState.RUNNING,
-                phase=phase,
-                counts=counts,
-                message=message,
-                pending_reason="",
-            )
+    if job is None:
+        return False
+    with transaction.atomic():  # the state and its event, or neither
+        return _set(
+            job,
+            state=JobState.RUNNING,
+            phase=phase,
+            counts=counts,
+            message=message,
+            pending_reason="",
+        )
 
 
 def _note_eviction(job):
@@ -344,11 +348,11 @@ def _telling_events(namespace):
 
 def _set(job, **fields):
     """Write observed status with a conditional update; note state changes as events and let
-    queued jobs in when GPUs were released."""
+    queued jobs in when GPUs were released. True when the row was updated."""
     old = job.state
     changed = {k: v for k, v in fields.items() if getattr(job, k) != v}
     if not changed:
-        return
+        return False
     now = timezone.now()
     if "state" in changed:
         if fields["state"] == JobState.RUNNING and not job.started_at:
@@ -363,6 +367,7 @@ def _set(job, **fields):
         JobEvent.objects.create(job=job, kind="state", message=text)
         if old in HOLDING and job.state not in HOLDING:
             admit(job.tenant_id)
+    return bool(updated)
 
 
 def _delete(job):

@@ -23,9 +23,9 @@ def followed(monkeypatch):
     return names
 
 
-def job(phase, running=0, tenant="t"):
+def job(phase, running=0, tenant="t", message=""):
     counts = {"pending": 0, "running": running, "succeeded": 0, "failed": 0}
-    return {"tenant": tenant, "name": "train", "phase": phase, "counts": counts, "message": ""}
+    return {"tenant": tenant, "name": "train", "phase": phase, "counts": counts, "message": message}
 
 
 @pytest.mark.parametrize(
@@ -61,6 +61,12 @@ def test_a_job_that_starts_changes_or_ends_is_reconciled_at_once(followed, old, 
     assert followed == ["train"]
 
 
+def test_a_change_of_volcanos_message_alone_brings_no_run(followed):
+    # The next run reads it; a running job's message must not cost a run each time it changes.
+    collect_cluster.follow_job(job("Running", 1, message="a"), job("Running", 1, message="b"))
+    assert followed == []
+
+
 def test_a_start_the_collector_failed_to_write_is_still_reconciled(followed, monkeypatch):
     # The write is a shortcut: when it fails (the database went away a moment), the run that
     # writes the same and more must still come.
@@ -74,10 +80,17 @@ def test_a_start_the_collector_failed_to_write_is_still_reconciled(followed, mon
 
 
 @pytest.fixture
-def waiting(transactional_db, monkeypatch):
+def runs(monkeypatch):
+    """The jobs the collector asks to reconcile, by name, while writing what it writes."""
+    names = []
+    monkeypatch.setattr(collect_cluster, "reconcile_job", lambda tenant, name: names.append(name))
+    return names
+
+
+@pytest.fixture
+def waiting(transactional_db, runs):
     """A job the portal submitted and that waits (committed: the collector's thread ends any
     transaction it finds open)."""
-    monkeypatch.setattr(collect_cluster, "reconcile_job", lambda tenant, name: None)
     tenant = Tenant.objects.create(slug=f"follow-{uuid.uuid4().hex[:6]}", display_name="F")
     owner = get_user_model().objects.create(username=f"owner-{tenant.slug}")
     return Job.objects.create(
@@ -94,16 +107,27 @@ def waiting(transactional_db, monkeypatch):
     )
 
 
-def test_a_job_seen_starting_is_running_on_its_page_before_any_worker_runs(waiting):
+def test_a_job_seen_starting_is_running_on_its_page_before_any_worker_runs(waiting, runs):
     slug = waiting.tenant.slug
-    collect_cluster.follow_job(job("Inqueue", tenant=slug), job("Running", 1, tenant=slug))
     collect_cluster.follow_job(job("Inqueue", tenant=slug), job("Running", 1, tenant=slug))
     waiting.refresh_from_db()
     assert (waiting.state, waiting.phase, waiting.pending_reason) == ("running", "Running", "")
     assert waiting.counts["running"] == 1
     assert waiting.started_at is not None
-    # Seen twice (a relist), told once.
+    assert runs == []  # written: nothing is left for a run
+    # Seen again (a relist): told once; the run comes, as the collector wrote nothing new.
+    collect_cluster.follow_job(job("Inqueue", tenant=slug), job("Running", 1, tenant=slug))
     assert [e.message for e in waiting.events.filter(kind="state")] == ["pending → running"]
+    assert runs == ["train"]
+
+
+def test_a_job_cancelled_while_it_waited_is_left_to_the_run_that_aborts_it(waiting, runs):
+    Job.objects.filter(pk=waiting.pk).update(cancel_requested=True)
+    slug = waiting.tenant.slug
+    collect_cluster.follow_job(job("Inqueue", tenant=slug), job("Running", 1, tenant=slug))
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.started_at) == ("pending", None)
+    assert runs == ["train"]
 
 
 @pytest.mark.parametrize(
@@ -115,7 +139,7 @@ def test_a_job_seen_starting_is_running_on_its_page_before_any_worker_runs(waiti
         ({}, job("Completed")),  # ended: the run removes its routes, lets the queue in
     ],
 )
-def test_the_collector_writes_nothing_but_a_waiting_job_starting(waiting, change, new):
+def test_the_collector_writes_nothing_but_a_waiting_job_starting(waiting, runs, change, new):
     Job.objects.filter(pk=waiting.pk).update(**change)
     before = Job.objects.get(pk=waiting.pk)
     collect_cluster.follow_job(
@@ -127,3 +151,4 @@ def test_the_collector_writes_nothing_but_a_waiting_job_starting(waiting, change
         before.phase,
         before.started_at,
     )
+    assert runs == ["train"]  # a run reads and writes the change

@@ -129,21 +129,26 @@ WAITING = frozenset({""} | {phase for phase, state in PHASES.items() if state ==
 
 
 def follow_job(old, new):
-    """Volcano changed a job's phase or counts (or it vanished): reconcile that job now, and
-    when it just started running, say so at once. Not while it only moves between waiting
-    phases (created, Pending, Inqueue, pods being created): it waits all along, and why is read
-    by the job resync."""
+    """Volcano changed a job's phase or counts (or it vanished): reconcile that job now. Not
+    while it only moves between waiting phases (created, Pending, Inqueue, pods being created):
+    it waits all along, and why is read by the job resync; nor when only Volcano's message
+    changed, which the next run reads. A waiting job that starts running is written at once
+    (`observe_started`), and then needs no run: nothing else changes when a job starts."""
     if new and new["phase"] in WAITING and (old is None or old["phase"] in WAITING):
+        return
+    if old and new and (old["phase"], old["counts"]) == (new["phase"], new["counts"]):
         return
     current = new or old
     close_old_connections()  # a long-lived thread: drop a connection the database closed
+    recorded = False
     try:
         if new and new["phase"] == "Running" and (old is None or old["phase"] in WAITING):
-            observe_started(
+            recorded = observe_started(
                 new["tenant"], new["name"], new["phase"], new["counts"], new.get("message", "")
             )
-    finally:  # the run comes whatever happened to that write, and reads the row after it
-        reconcile_job(current["tenant"], current["name"])
+    finally:  # unless written, the run comes whatever happened to that write
+        if not recorded:
+            reconcile_job(current["tenant"], current["name"])
 
 
 def follow_claim(old, new):
