@@ -12,29 +12,40 @@ from django.utils import timezone
 from core.reconcile import enqueue_all
 from tenants.models import Tenant
 
-from .choices import JobState
+from .choices import HOLDING, JobState
 from .models import DataVolume, Job
+
+# The job fields admission writes: what a caller holding the job reads again after it.
+WRITES = ("state", "submitted_at", "volumes_ahead_at")
+# The workspaces of jobs submitted or prepared ahead and not yet deleted.
+_WITH_CLAIMS = Q(submitted_at__isnull=False) | Q(volumes_ahead_at__isnull=False)
+_WORKSPACES = {
+    "workspace_gib": Sum("storage_gib", filter=_WITH_CLAIMS),
+    "workspaces": Count("id", filter=_WITH_CLAIMS),
+}
+QUEUE_PAGE = 100  # queued jobs read at a time
 
 
 def admit_locked(tenant):
     """Submit the queued jobs that fit, oldest first, and prepare the volumes of those next in
     line. Call with the tenant row locked."""
-    holding = Job.objects.filter(tenant=tenant).holding()
-    totals = holding.aggregate(
-        gpus=Sum("gpus"), cpu=Sum("cpu_millicores"), mem=Sum("memory_mib"), jobs=Count("id")
+    holding = Q(state__in=HOLDING)
+    totals = Job.objects.filter(tenant=tenant).aggregate(  # one read of the tenant's jobs
+        gpus=Sum("gpus", filter=holding),
+        cpu=Sum("cpu_millicores", filter=holding),
+        mem=Sum("memory_mib", filter=holding),
+        jobs=Count("id", filter=holding),
+        **_WORKSPACES,
     )
     used, running = totals["gpus"] or 0, totals["jobs"]
     cpu, memory = totals["cpu"] or 0, totals["mem"] or 0
-    per_owner = dict(holding.values("owner").annotate(g=Sum("gpus")).values_list("owner", "g"))
-    storage, pvcs = storage_in_use(tenant)
+    per_owner = {}  # GPUs each member holds, read only when members have a cap
+    if tenant.member_gpu_cap is not None:
+        holders = Job.objects.filter(tenant=tenant).holding().values("owner")
+        per_owner = dict(holders.annotate(g=Sum("gpus")).values_list("owner", "g"))
+    storage, pvcs = _with_data_volumes(tenant, totals)
     admitted, waiting, blocked = [], [], False
-    queued = Job.objects.filter(
-        tenant=tenant, state=JobState.QUEUED, cancel_requested=False, delete_requested=False
-    ).order_by("queued_at", "id")
-    queued = queued.only(
-        "gpus", "cpu_millicores", "memory_mib", "storage_gib", "owner", "volumes_ahead_at"
-    )
-    for job in queued.iterator(chunk_size=100):
+    for job in _queue(tenant):
         if blocked and len(waiting) >= tenant.max_running_jobs:
             break  # no more are admitted, nor get their volumes ahead
         # Volumes prepared ahead are counted in storage already.
@@ -97,14 +108,46 @@ def admit(tenant_id):
 def storage_in_use(tenant):
     """(GiB, PVCs) the tenant's volumes take: the workspaces of jobs submitted or prepared ahead
     and not yet deleted, and its data volumes, as the ResourceQuota will count them."""
-    with_claims = Q(submitted_at__isnull=False) | Q(volumes_ahead_at__isnull=False)
-    workspaces = Job.objects.filter(with_claims, tenant=tenant).aggregate(
-        gib=Sum("storage_gib"), n=Count("id")
-    )
+    return _with_data_volumes(tenant, Job.objects.filter(tenant=tenant).aggregate(**_WORKSPACES))
+
+
+def _with_data_volumes(tenant, workspaces):
     data = DataVolume.objects.filter(tenant=tenant, delete_requested=False).aggregate(
         gib=Sum("size_gib"), n=Count("id")
     )
-    return ((workspaces["gib"] or 0) + (data["gib"] or 0), workspaces["n"] + data["n"])
+    return (
+        (workspaces["workspace_gib"] or 0) + (data["gib"] or 0),
+        workspaces["workspaces"] + data["n"],
+    )
+
+
+def _queue(tenant):
+    """The tenant's queued jobs, oldest first, read a page at a time (one query for the usual
+    short queue): each page continues after the last job read, so a job leaving the queue
+    meanwhile shifts nothing."""
+    queued = (
+        Job.objects.filter(
+            tenant=tenant, state=JobState.QUEUED, cancel_requested=False, delete_requested=False
+        )
+        .order_by("queued_at", "id")
+        .only(
+            "queued_at",
+            "gpus",
+            "cpu_millicores",
+            "memory_mib",
+            "storage_gib",
+            "owner",
+            "volumes_ahead_at",
+        )
+    )
+    page = list(queued[:QUEUE_PAGE])
+    while page:
+        yield from page
+        if len(page) < QUEUE_PAGE:
+            return
+        last = page[-1]
+        after = Q(queued_at__gt=last.queued_at) | Q(queued_at=last.queued_at, id__gt=last.id)
+        page = list(queued.filter(after)[:QUEUE_PAGE])
 
 
 def queue_position(job):

@@ -21,6 +21,7 @@ from tenants.services import record
 
 from . import endpoints
 from . import spec as specs
+from .admission import WRITES as ADMISSION_WRITES
 from .admission import admit_locked
 from .choices import JobState
 from .models import DataVolume, Endpoint, Job, JobEvent, JobTemplate, JobTemplateVersion
@@ -255,7 +256,7 @@ def launch_job(
             },
         )
         admit_locked(tenant)
-    job.refresh_from_db()
+    job.refresh_from_db(fields=ADMISSION_WRITES)  # its tenant stays loaded
     return job, scheduling_warnings(spec)
 
 

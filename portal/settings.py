@@ -100,7 +100,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:63790/0")
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "core.cache.RedisCache",  # Django's, reusing its clients
         "LOCATION": REDIS_URL,
     }
 }

@@ -2,11 +2,14 @@
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
+from django.utils import timezone
 
-from jobs import services
+from jobs import admission, services
 from jobs.admission import queue_position, storage_in_use
 from jobs.choices import JobState
 from jobs.models import Job
@@ -245,3 +248,33 @@ def test_jobs_wait_for_storage_quota_instead_of_failing_in_the_cluster(
         "larger than the tenant's whole storage quota (100 GiB)"
         in caught.value.message_dict["volumes.workspace_gib"][0]
     )
+
+
+@pytest.mark.django_db
+def test_a_queue_longer_than_a_page_is_admitted_in_order(monkeypatch):
+    # The queue is read a page at a time: jobs queued in the same instant keep their order
+    # across pages, and none is skipped or read twice.
+    monkeypatch.setattr(admission, "QUEUE_PAGE", 2)
+    tenant = Tenant.objects.create(
+        slug="long-queue", display_name="Q", gpu_quota=5, max_running_jobs=10
+    )
+    owner = get_user_model().objects.create(username="queuer")
+    same = timezone.now()
+    jobs = [
+        Job.objects.create(
+            tenant=tenant,
+            owner=owner,
+            name=f"q{i}",
+            spec={},
+            gpus=1,
+            storage_gib=1,
+            state=JobState.QUEUED,
+            queued_at=same if i in (1, 2, 3) else same + timedelta(seconds=i),
+        )
+        for i in range(7)
+    ]
+    jobs[0].queued_at = same - timedelta(seconds=1)
+    jobs[0].save(update_fields=["queued_at"])
+    admitted = admission.admit(tenant.pk)
+    assert admitted == [j.pk for j in jobs[:5]]  # the quota's five, oldest first
+    assert states(*jobs) == ["admitted"] * 5 + ["queued"] * 2
