@@ -8,9 +8,13 @@ backlog handed to Volcano directly.
 - direct: the same manifests (workspace PVC and Volcano job, as the portal builds them) applied
   by a script; a job counts as Running when Volcano says so (the Volcano job's phase).
 
-Twice: one after another (the script creates a job once the previous one's claim is bound; the
-portal's POSTs replay the script's pace), and all at once (the script creates every claim, then
-each Volcano job as its claim binds; the portal takes 200 POSTs back to back).
+Three times (BENCH_RUNS picks some of paced, steady, burst): one after another (the script
+creates a job once the previous one's claim is bound; the portal's POSTs replay the script's
+pace), one after another at a pace with CPU to spare (Poisson arrivals, BENCH_STEADY_PACE jobs
+a second, default 1: on a small machine the script's own pace keeps the CPUs nearly saturated
+with the direct run alone, and any added work then queues behind it), and all at once (the
+script creates every claim, then each Volcano job as its claim binds; the portal takes 200
+POSTs back to back). Each line says how busy the machine's CPUs were.
 
 Each job asks for 4 GPUs on one pod, so all 200 fit at once (2 per node). Target: the portal
 adds at most 10% at p50 and at p99.
@@ -22,6 +26,7 @@ all. Reported: total drain time, and per job the wait in the portal's queue and 
 """
 
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -29,7 +34,7 @@ import time
 import uuid
 
 from bench_launch import login
-from common import ROOT, percentile, setup_django, start, start_worker, stop
+from common import ROOT, Busy, percentile, setup_django, start, start_worker, stop
 
 setup_django()
 
@@ -49,6 +54,11 @@ from tenants.tasks import reconcile_tenant  # noqa: E402
 
 JOBS, NODES, PORT = 200, 100, 8766
 DRAIN_JOBS = int(os.environ.get("BENCH_DRAIN_JOBS", "1000"))
+# Jobs a second of the steady run (Poisson arrivals): one this machine sustains with room to
+# spare, where the script's own pace keeps its CPUs nearly saturated with the direct run alone.
+STEADY_PACE = float(os.environ.get("BENCH_STEADY_PACE", "1"))
+# Which comparisons to run: paced (the script's pace), steady, burst (all at once).
+RUNS = os.environ.get("BENCH_RUNS", "paced,steady,burst").split(",")
 PRODUCT = "BENCH-GPU-8"
 SPEC = {
     "image": "registry.local/bench:1",
@@ -232,16 +242,21 @@ def apply_like_a_careful_script(cluster, objects):
     apply_retrying(cluster, [vcjob])
 
 
-def direct_run(tenant, user):
-    """The same objects the portal applies, applied by a script one job after another; Volcano's
-    Running. Also returns each job's offset from the first, to pace the portal's run alike."""
+def direct_run(tenant, user, prefix="d", pace=None):
+    """The same objects the portal applies, applied by a script one job after another (or at
+    `pace` jobs a second); Volcano's Running. Also returns each job's offset from the first, to
+    pace the portal's run alike."""
     cluster = get_cluster()
     watcher = Running(cluster, tenant.namespace)
     watcher.start()
     time.sleep(1)
     applied = {}
+    arrivals = poisson_arrivals(pace) if pace else None
+    first = time.time()
     for i in range(JOBS):
-        name = f"d-{i:04d}"
+        name = f"{prefix}-{i:04d}"
+        if arrivals:
+            time.sleep(max(0.0, first + arrivals[i] - time.time()))
         spec = job_services.resolve(tenant, user, name=name, data=SPEC)
         applied[name] = time.time()
         apply_like_a_careful_script(cluster, build_job(spec))
@@ -250,6 +265,17 @@ def direct_run(tenant, user):
     first = min(applied.values())
     offsets = [applied[n] - first for n in sorted(applied)]
     return [watcher.at[n] - applied[n] for n in applied], offsets
+
+
+def poisson_arrivals(pace):
+    """JOBS offsets (seconds from the first) of a Poisson process of `pace` a second, the same
+    every run: jobs arriving in step with Volcano's one-second scheduling cycle would all wait
+    the same part of it, differently for the script and for the portal."""
+    rng, at, offsets = random.Random(13), 0.0, []
+    for _ in range(JOBS):
+        offsets.append(at)
+        at += rng.expovariate(pace)
+    return offsets
 
 
 def direct_burst(tenant, user, prefix="db", spec=SPEC, count=JOBS, done=False):
@@ -370,20 +396,40 @@ def main():
             f"({timezone.now():%Y-%m-%d}):",
             flush=True,
         )
-        direct, offsets = direct_run(tenant, user)
-        print(
-            f"(the direct script's pace, which the portal's POSTs replay: "
-            f"{JOBS / offsets[-1]:.1f} jobs/s)",
-            flush=True,
-        )
-        clear(tenant)
-        compare("one after another", direct, portal_run(tenant, version, "p", offsets))
-        clear(tenant)
-        burst, _, _ = direct_burst(tenant, user)
-        clear(tenant)
-        compare("all at once", burst, portal_run(tenant, version, "pb"))
-        if DRAIN_JOBS:
+        if "paced" in RUNS:
+            busy = Busy()
+            direct, offsets = direct_run(tenant, user)
+            direct_busy = busy.percent()
+            print(
+                f"(the direct script's pace, which the portal's POSTs replay: "
+                f"{JOBS / offsets[-1]:.1f} jobs/s)",
+                flush=True,
+            )
             clear(tenant)
+            busy = Busy()
+            portal = portal_run(tenant, version, "p", offsets)
+            compare("one after another", direct, portal, (direct_busy, busy.percent()))
+            clear(tenant)
+        if "steady" in RUNS:
+            busy = Busy()
+            direct, offsets = direct_run(tenant, user, "ds", pace=STEADY_PACE)
+            direct_busy = busy.percent()
+            clear(tenant)
+            busy = Busy()
+            portal = portal_run(tenant, version, "ps", offsets)
+            label = f"one after another, {STEADY_PACE:g} jobs/s on average (Poisson)"
+            compare(label, direct, portal, (direct_busy, busy.percent()))
+            clear(tenant)
+        if "burst" in RUNS:
+            busy = Busy()
+            burst, _, _ = direct_burst(tenant, user)
+            direct_busy = busy.percent()
+            clear(tenant)
+            busy = Busy()
+            portal = portal_run(tenant, version, "pb")
+            compare("all at once", burst, portal, (direct_busy, busy.percent()))
+            clear(tenant)
+        if DRAIN_JOBS:
             drained = drain_direct(tenant, user)
             clear(tenant)
             report_drain(drained, drain_portal(tenant, user))
@@ -399,10 +445,11 @@ def main():
         remove_nodes()
 
 
-def compare(label, direct, portal_and_parts):
-    """Direct against portal; the portal's time split at its submission of the Volcano job."""
+def compare(label, direct, portal_and_parts, busy):
+    """Direct against portal; the portal's time split at its submission of the Volcano job;
+    how busy the machine's CPUs were in each."""
     portal, parts = portal_and_parts
-    print(f"{label}:")
+    print(f"{label} (CPUs busy: {busy[0]:.0f}% direct, {busy[1]:.0f}% portal):")
     d50, d99 = report("  direct", direct)
     p50, p99 = report("  portal", portal)
     for part, seconds in parts.items():

@@ -95,6 +95,24 @@ def _pool_override():
     return args
 
 
+class Busy:
+    """How busy the machine's CPUs were (all processes) from its creation to `percent()`."""
+
+    def __init__(self):
+        self.start = self._read()
+
+    @staticmethod
+    def _read():
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # all, idle + iowait
+
+    def percent(self):
+        total, idle = self._read()
+        spent, idled = total - self.start[0], idle - self.start[1]
+        return 100 * (1 - idled / spent) if spent else 0.0
+
+
 def percentile(values, p):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
