@@ -60,8 +60,13 @@ def pool_on(team, admin, cluster, django_capture_on_commit_callbacks):
         return pool
 
     yield make
-    # The pods go first, and their DELs end, so no DEL re-creates an IPPool deleted here.
-    cluster.force_delete_pods(team["tenant"].namespace)
+    # The pods go first, and their DELs end, so no DEL re-creates an IPPool deleted here. Their
+    # Volcano jobs before them, else Volcano's controller makes the pods again (and Whereabouts
+    # gives them addresses again) while this waits.
+    namespace = team["tenant"].namespace
+    for vcjob in cluster.list(VCJOB_API, "Job", namespace=namespace):
+        cluster.delete(VCJOB_API, "Job", vcjob["metadata"]["name"], namespace)
+    cluster.force_delete_pods(namespace)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and any(observed(pool) for pool in made):
         time.sleep(0.5)
