@@ -167,8 +167,12 @@ def make_tenant():
 
 def portal_run(tenant, version, prefix, offsets=None):
     """Form POSTs, at the given offsets from the first (the direct script's pace) or back to
-    back; per job, seconds from its POST to the portal's own start time, and that time in two
-    parts (before and after the portal created its Volcano job)."""
+    back; per job, seconds from its POST to the portal's own start time, and that time in three
+    parts: until the portal created its Volcano job, until Volcano said Running (a watch like
+    the direct run's), and until the portal said so."""
+    watcher = Running(get_cluster(), tenant.namespace)
+    watcher.start()
+    time.sleep(1)
     http = login(f"http://127.0.0.1:{PORT}")
     url = f"http://127.0.0.1:{PORT}/tenants/{tenant.slug}/jobs/launch/"
     form = http.get(f"{url}?template={version.template.name}&version={version.version}").text
@@ -198,6 +202,8 @@ def portal_run(tenant, version, prefix, offsets=None):
         if time.monotonic() > deadline:
             sys.exit("portal jobs never all ran")
         time.sleep(0.2)
+    watcher.wait_all(posted, timeout=60)
+    watcher.stop = True
     started = dict(Job.objects.filter(tenant=tenant).values_list("name", "started_at"))
     submitted = dict(
         JobEvent.objects.filter(job__tenant=tenant, kind="submitted").values_list(
@@ -206,9 +212,10 @@ def portal_run(tenant, version, prefix, offsets=None):
     )
     parts = {
         "  until the portal submitted": [submitted[n].timestamp() - posted[n] for n in posted],
-        "  then until it saw Running": [
-            started[n].timestamp() - submitted[n].timestamp() for n in posted
+        "  then until Volcano's Running": [
+            watcher.at[n] - submitted[n].timestamp() for n in posted
         ],
+        "  then until the portal's": [started[n].timestamp() - watcher.at[n] for n in posted],
     }
     return [started[n].timestamp() - posted[n] for n in posted], parts
 
@@ -244,13 +251,14 @@ def apply_like_a_careful_script(cluster, objects):
 
 def direct_run(tenant, user, prefix="d", pace=None):
     """The same objects the portal applies, applied by a script one job after another (or at
-    `pace` jobs a second); Volcano's Running. Also returns each job's offset from the first, to
-    pace the portal's run alike."""
+    `pace` jobs a second); Volcano's Running, and that time in two parts (before and after the
+    script created the Volcano job). Also returns each job's offset from the first, to pace the
+    portal's run alike."""
     cluster = get_cluster()
     watcher = Running(cluster, tenant.namespace)
     watcher.start()
     time.sleep(1)
-    applied = {}
+    applied, submitted = {}, {}
     arrivals = poisson_arrivals(pace) if pace else None
     first = time.time()
     for i in range(JOBS):
@@ -260,11 +268,16 @@ def direct_run(tenant, user, prefix="d", pace=None):
         spec = job_services.resolve(tenant, user, name=name, data=SPEC)
         applied[name] = time.time()
         apply_like_a_careful_script(cluster, build_job(spec))
+        submitted[name] = time.time()
     watcher.wait_all(applied, timeout=300)
     watcher.stop = True
     first = min(applied.values())
     offsets = [applied[n] - first for n in sorted(applied)]
-    return [watcher.at[n] - applied[n] for n in applied], offsets
+    parts = {
+        "  until it submitted": [submitted[n] - applied[n] for n in applied],
+        "  then until Volcano's Running": [watcher.at[n] - submitted[n] for n in applied],
+    }
+    return ([watcher.at[n] - applied[n] for n in applied], parts), offsets
 
 
 def poisson_arrivals(pace):
@@ -427,7 +440,7 @@ def main():
             clear(tenant)
             busy = Busy()
             portal = portal_run(tenant, version, "pb")
-            compare("all at once", burst, portal, (direct_busy, busy.percent()))
+            compare("all at once", (burst, {}), portal, (direct_busy, busy.percent()))
             clear(tenant)
         if DRAIN_JOBS:
             drained = drain_direct(tenant, user)
@@ -445,14 +458,15 @@ def main():
         remove_nodes()
 
 
-def compare(label, direct, portal_and_parts, busy):
-    """Direct against portal; the portal's time split at its submission of the Volcano job;
-    how busy the machine's CPUs were in each."""
-    portal, parts = portal_and_parts
+def compare(label, direct_and_parts, portal_and_parts, busy):
+    """Direct against portal, each split in parts; how busy the machine's CPUs were in each."""
+    (direct, direct_parts), (portal, portal_parts) = direct_and_parts, portal_and_parts
     print(f"{label} (CPUs busy: {busy[0]:.0f}% direct, {busy[1]:.0f}% portal):")
     d50, d99 = report("  direct", direct)
+    for part, seconds in direct_parts.items():
+        report(part, seconds)
     p50, p99 = report("  portal", portal)
-    for part, seconds in parts.items():
+    for part, seconds in portal_parts.items():
         report(part, seconds)
     added = f"{100 * (p50 / d50 - 1):+.0f}% at p50 and {100 * (p99 / d99 - 1):+.0f}% at p99"
     print(f"  portal adds {added} (target: at most +10%)", flush=True)
