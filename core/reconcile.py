@@ -22,6 +22,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import connection, models, transaction
 from django.utils import timezone
+from kombu.exceptions import KombuError
+from redis.exceptions import RedisError
 
 from k8s_adapters.errors import PermanentK8sError, TransientK8sError
 
@@ -142,6 +144,22 @@ def exclusive(task_name: str, kind: str, pk: int) -> Iterator[bool]:
                 cursor.execute("SELECT pg_advisory_unlock(%s::bigint)", [key])
             if cache.delete(dirty):  # a run came while this one held the object
                 enqueue(task_name, pk)
+
+
+def nothing_waiting() -> bool:
+    """Whether no task waits in the broker for a worker: a run may then wait a moment for the
+    cluster (a claim to bind) instead of requeueing itself, at no other work's expense. Never an
+    inline (eager) run, whose caller waits; nor when the broker cannot say."""
+    if current_app.conf.task_always_eager:
+        return False
+    try:
+        with current_app.producer_pool.acquire(block=True, timeout=1) as producer:
+            channel: Any = producer.channel  # the transport's channel (loosely typed by kombu)
+            declared = channel.queue_declare(queue=current_app.conf.task_default_queue)
+            return bool(declared.message_count == 0)
+    except (KombuError, RedisError, OSError):
+        log.warning("could not read how many tasks wait", exc_info=True)
+        return False
 
 
 class Requeue(Exception):  # noqa: N818 (a signal, not an error)

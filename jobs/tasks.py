@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.cluster import get_cluster
-from core.reconcile import Requeue, enqueue_all, once_every, reconciler
+from core.reconcile import Requeue, enqueue_all, nothing_waiting, once_every, reconciler
 from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import PermanentK8sError, plain_words
 from k8s_adapters.events import telling_events
@@ -33,6 +33,7 @@ from k8s_adapters.waiting import (
     claim_messages,
     claims_to_bind_first,
     evictions,
+    wait_bound,
     waiting_messages,
 )
 from networking.services import release_for_job
@@ -170,7 +171,12 @@ def _ensure(job):
             _set(job, state=JobState.PENDING, pending_reason=pending.STORAGE_RELEASING)
             raise Requeue(_claim_recheck_seconds(job)) from refused
         claims = [spec.workspace_claim] + ([spec.data_volume] if spec.data_volume else [])
-        if unbound := claims_to_bind_first(cluster, spec.namespace, claims, applied):
+        unbound = claims_to_bind_first(cluster, spec.namespace, claims, applied)
+        if unbound and nothing_waiting():
+            # Most claims bind within a fraction of a second: waiting here submits the job
+            # then, where requeueing costs a hop through the collector's watch and a run.
+            unbound = wait_bound(cluster, spec.namespace, unbound, settings.JOB_BIND_WAIT)
+        if unbound:
             # A claim just created has nothing to say yet: its Events are read once it waits.
             said = []
             if _waited(job) >= PENDING_REASON_AFTER:

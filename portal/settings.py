@@ -156,6 +156,9 @@ CELERY_WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=4)
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 RESYNC_INTERVAL = env.int("RESYNC_INTERVAL", default=60)
+# Seconds a job's run waits for its claims to bind before it submits the job, while no other
+# task waits for a worker; beyond it, the collector's watch brings the job back when they bind.
+JOB_BIND_WAIT = env.float("JOB_BIND_WAIT", default=1.0)
 # How long an enqueued reconcile suppresses another for the same object.
 RECONCILE_DEDUP_SECONDS = env.int("RECONCILE_DEDUP_SECONDS", default=30)
 CELERY_BEAT_SCHEDULE = {

@@ -16,13 +16,14 @@ from django.utils import timezone
 
 from accounts.models import SSHKey
 from core.models import SyncState
-from core.reconcile import Requeue, enqueue, exclusive
+from core.reconcile import Requeue, enqueue, exclusive, nothing_waiting, send
 from jobs import services
 from jobs.choices import JobState
-from jobs.models import Job
+from jobs.models import Job, JobEvent
 from jobs.tasks import reconcile_job
 from k8s_adapters.names import ssh_keys_secret
 from k8s_adapters.volcano import VCJOB_API
+from portal.celery import app as celery_app
 from tests.conftest import ROOT, worker_process
 from tests.helpers import wait_for
 from tests.jobs.conftest import settle
@@ -347,3 +348,43 @@ def test_a_submitted_jobs_secret_deleted_by_hand_comes_back_within_the_resync_in
     time.sleep(settings.RESYNC_INTERVAL)
     reconcile_job(job.pk)
     assert cluster.get("v1", "Secret", name, namespace) is not None
+
+
+def test_a_job_whose_claim_binds_soon_is_submitted_by_its_first_run(
+    cluster, team, templates, session_worker, queued_tasks, tmp_path
+):
+    # A job's claim must be bound before its Volcano job exists. While no other task waits for
+    # a worker, its first run waits a moment for that and submits it; before, the job went
+    # Pending, and a second run came when the collector saw the claim bind. No collector runs
+    # here, and the wait is long enough for a busy machine: only the first run can submit it.
+    session_worker.stop()  # only this test's worker takes these tasks
+    with worker_process(tmp_path / "worker.log", JOB_BIND_WAIT="60"):
+        job, _ = services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            name="bound-soon",
+        )
+        submitted = wait_for(
+            lambda: JobEvent.objects.filter(job=job, kind="submitted").first(),
+            timeout=90,
+            message="the job's submission",
+        )
+    before = JobEvent.objects.filter(job=job, kind="state", pk__lt=submitted.pk)
+    assert not [e.message for e in before if "pending" in e.message], "it waited as Pending"
+
+
+def test_a_run_waits_for_the_cluster_only_while_no_other_task_waits(queued_tasks, session_worker):
+    # A run that waits for a claim to bind holds a worker thread: with launches queued behind
+    # it (a burst, a slow provisioner), it requeues itself instead and frees the thread.
+    session_worker.stop()  # nothing takes the task sent here
+    with celery_app.connection_for_write() as connection:
+        queue = celery_app.conf.task_default_queue
+        connection.default_channel.queue_purge(queue)
+        assert nothing_waiting()
+        send("jobs.resync_jobs")
+        assert not nothing_waiting(), "a task waits for a worker"
+        connection.default_channel.queue_purge(queue)
+    celery_app.conf.task_always_eager = True
+    assert not nothing_waiting(), "an inline run never waits: its caller does"
