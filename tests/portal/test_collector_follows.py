@@ -152,3 +152,30 @@ def test_the_collector_writes_nothing_but_a_waiting_job_starting(waiting, runs, 
         before.started_at,
     )
     assert runs == ["train"]  # a run reads and writes the change
+
+
+def claim(phase, tenant, job_name="train"):
+    return {"tenant": tenant, "job": job_name, "phase": phase}
+
+
+@pytest.mark.parametrize(
+    ("state", "phase", "followed"),
+    [
+        (JobState.PENDING, "", True),  # its run found the claim unbound and left it waiting
+        (JobState.SUBMITTING, "", False),  # its first run still waits for the bind itself
+        (JobState.QUEUED, "", False),  # its claim was made ahead: admission submits it
+        (JobState.PENDING, "Inqueue", False),  # already submitted: Volcano's watch follows it
+    ],
+)
+def test_a_claim_bound_brings_a_run_only_to_a_job_left_waiting_for_it(
+    waiting, monkeypatch, state, phase, followed
+):
+    sent = []
+    monkeypatch.setattr(collect_cluster, "enqueue", lambda name, pk: sent.append(pk))
+    Job.objects.filter(pk=waiting.pk).update(state=state, phase=phase)
+    slug = waiting.tenant.slug
+    collect_cluster.follow_claim(claim("Pending", slug), claim("Bound", slug))
+    assert sent == ([waiting.pk] if followed else [])
+    collect_cluster.follow_claim(None, claim("Bound", slug))  # listed at start: its re-check
+    collect_cluster.follow_claim(claim("Bound", slug), claim("Bound", slug))
+    assert sent == ([waiting.pk] if followed else [])

@@ -152,12 +152,19 @@ def follow_job(old, new):
 
 
 def follow_claim(old, new):
-    """A job's claim was bound: the job waits for that before its Volcano job is created. Only
-    a change seen (not every bound claim listed at start: jobs waiting then come back by their
-    own requeue)."""
+    """A job's claim was bound: a job that waits for that (its run found the claim unbound and
+    showed the job Pending) is submitted now. Not one whose first run still waits for the bind
+    (that run submits it), nor a queued one (its claim was made ahead; admission submits it).
+    A bind seen in the instant a run stops waiting, before it shows the job Pending, is left to
+    that run's re-check a few seconds later. Only a change seen (not every bound claim listed at
+    start: jobs waiting then come back by their own re-check)."""
     if old and new and new["job"] and new["phase"] == "Bound" and old["phase"] != "Bound":
         close_old_connections()
-        reconcile_job(new["tenant"], new["job"])
+        waiting = Job.objects.filter(
+            tenant__slug=new["tenant"], name=new["job"], state=JobState.PENDING, phase=""
+        )
+        if (pk := waiting.values_list("pk", flat=True).first()) is not None:
+            enqueue("jobs.reconcile_job", pk)
 
 
 def reconcile_job(tenant, name):
