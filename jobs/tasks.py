@@ -144,6 +144,12 @@ def _ensure(job):
     cluster = get_cluster()
     spec = job.job_spec()
     objects = build_job(spec)
+    if job.data_volume_id:
+        cluster.apply_one(_data_pvc(job.data_volume))
+    # A job never seen submitted gets its claims first: they bind while this run reads the
+    # rest (its first run waits mostly for that). Applying them again is harmless should the
+    # Volcano job exist after all (a run that created it stopped before recording it).
+    applied = None if job.phase else _submission_volumes(cluster, job, objects[:-1])
     vcjob = cluster.get(VCJOB_API, "Job", spec.name, spec.namespace)
     if vcjob is None and job.phase:
         # It existed (we saw its phase) and is gone: a TTL cleanup or someone's delete. Never
@@ -157,25 +163,14 @@ def _ensure(job):
             ),
         )
         return None
-    if job.data_volume_id:
-        cluster.apply_one(_data_pvc(job.data_volume))
     if vcjob is None:
         _check_queue(cluster, spec.queue)
-        try:
-            applied = _submission_volumes(cluster, job, objects[:-1])
-        except PermanentK8sError as refused:
-            if not _quota_lags(refused, job.tenant):
-                raise
-            # Admitted on the portal's count, but the ResourceQuota still counts a volume that
-            # is being deleted (its claim waits for its pods to go): wait, do not fail.
-            _set(job, state=JobState.PENDING, pending_reason=pending.STORAGE_RELEASING)
-            raise Requeue(_claim_recheck_seconds(job)) from refused
         claims = [spec.workspace_claim] + ([spec.data_volume] if spec.data_volume else [])
-        unbound = claims_to_bind_first(cluster, spec.namespace, claims, applied)
-        if unbound and nothing_waiting():
-            # Most claims bind within a fraction of a second: waiting here submits the job
-            # then, where requeueing costs a hop through the collector's watch and a run.
-            unbound = wait_bound(cluster, spec.namespace, unbound, settings.JOB_BIND_WAIT)
+        to_bind = claims_to_bind_first(cluster, spec.namespace, claims, applied or ())
+        # Most claims bind within a fraction of a second: waiting here submits the job then,
+        # where requeueing costs a hop through the collector's watch and a run.
+        wait = settings.JOB_BIND_WAIT if to_bind and nothing_waiting() else 0
+        unbound = wait_bound(cluster, spec.namespace, to_bind, wait)
         if unbound:
             # A claim just created has nothing to say yet: its Events are read once it waits.
             said = []
@@ -193,7 +188,7 @@ def _ensure(job):
         )
     else:
         status = read_job(vcjob)
-        if _volumes_due(status.uid):
+        if _volumes_due(status.uid) and applied is None:
             cluster.apply(objects[:-1])
     _ensure_endpoints(cluster, job)
     if job.cancel_requested and status.phase not in ABORT_PHASES | {"Completed", "Failed"}:
@@ -206,7 +201,9 @@ def _submission_volumes(cluster, job, volumes):
     server has them. The runs that follow within the resync interval while its claims bind
     (the collector brings one as soon as a claim binds) read its claims instead of applying
     everything again, unless one is gone; never its Secret, which the worker may write but not
-    read. Marked only once applied whole: a run that stopped halfway is applied again."""
+    read. Marked only once applied whole: a run that stopped halfway is applied again. A
+    ResourceQuota that still counts a volume being deleted (its claim waits for its pods to go)
+    while the portal counted it free leaves the job Pending until it lets the claim in."""
     key = f"submission-volumes:{job.pk}"
     if cache.get(key):
         claims = [
@@ -216,7 +213,13 @@ def _submission_volumes(cluster, job, volumes):
         ]
         if None not in claims:
             return claims
-    applied = cluster.apply(volumes)
+    try:
+        applied = cluster.apply(volumes)
+    except PermanentK8sError as refused:
+        if not _quota_lags(refused, job.tenant):
+            raise
+        _set(job, state=JobState.PENDING, pending_reason=pending.STORAGE_RELEASING)
+        raise Requeue(_claim_recheck_seconds(job)) from refused
     cache.set(key, 1, timeout=settings.RESYNC_INTERVAL)
     return applied
 

@@ -371,9 +371,14 @@ class Cluster:
         resource_version: str | None,
         namespace: str | None = None,
         labels: dict[str, str] | None = None,
+        fields: dict[str, str] | None = None,
         timeout: int = 60,
+        read_timeout: float | None = None,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """(event type, object) pairs after resource_version, for at most `timeout` seconds.
+        """(event type, object) pairs after resource_version, for at most `timeout` seconds;
+        `fields` is a field selector (equality only), e.g. {"metadata.name": name} for one
+        object. With `read_timeout`, waiting longer than that for the next event raises
+        TransientK8sError (the API server's own timeout counts whole seconds).
 
         A 410 Gone (the version is too old) raises PermanentK8sError with status 410: the
         caller relists, as an informer does.
@@ -387,10 +392,12 @@ class Cluster:
                 resource.get,
                 namespace=self._namespace(resource, namespace),
                 label_selector=label_selector(labels) if labels else None,
+                field_selector=label_selector(fields) if fields else None,
                 resource_version=resource_version,
                 timeout_seconds=timeout,
                 allow_watch_bookmarks=True,
                 serialize=False,
+                _request_timeout=read_timeout,
             ):
                 raw = event["raw_object"]
                 if event["type"] == "ERROR":

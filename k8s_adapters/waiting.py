@@ -1,10 +1,12 @@
 """Why a job waits, in the cluster's own words: readers that gather them from the objects and
 Events around a Volcano job (apps turn them into plain words)."""
 
+import math
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from .errors import PermanentK8sError, TransientK8sError
 from .events import EventFacts, about, newest_first, read_event
 from .names import workspace_claim
 from .pods import JOB_LABEL
@@ -62,12 +64,13 @@ def _phase(obj: dict | None) -> str:
 
 def claims_to_bind_first(
     cluster: "Cluster", namespace: str, names: list[str], known: "Iterable[dict]" = ()
-) -> list[str]:
-    """The job's claims that must be Bound before its pods exist: Volcano's scheduler does not
-    look again at a pod whose claim was unbound when it first saw it (volcano-sh/volcano#1983),
-    so the portal creates the Volcano job only after its claims of an Immediate-binding class
-    are bound. Claims of a WaitForFirstConsumer class bind once a pod is scheduled: not these.
-    `known`: objects just applied (as the API server returned them), read instead of GETs."""
+) -> list[dict]:
+    """The job's claims (as read) that must be Bound before its pods exist: Volcano's scheduler
+    does not look again at a pod whose claim was unbound when it first saw it
+    (volcano-sh/volcano#1983), so the portal creates the Volcano job only after its claims of an
+    Immediate-binding class are bound. Claims of a WaitForFirstConsumer class bind once a pod is
+    scheduled: not these. `known`: objects just applied (as the API server returned them), read
+    instead of GETs."""
     fresh = {
         o["metadata"]["name"]: o
         for o in known
@@ -96,25 +99,51 @@ def claims_to_bind_first(
     for claim in unbound:
         klass = classes.get((claim.get("spec") or {}).get("storageClassName") or default) or {}
         if klass.get("volumeBindingMode") != "WaitForFirstConsumer":
-            waiting.append(claim["metadata"]["name"])
+            waiting.append(claim)
     return waiting
 
 
-def wait_bound(cluster: "Cluster", namespace: str, names: list[str], seconds: float) -> list[str]:
-    """Of the claims `names`, those still not Bound after waiting up to `seconds`, read every
-    20 ms at first, then less often (at most every 100 ms): a provisioner binds most claims
-    within a fraction of a second."""
+def wait_bound(cluster: "Cluster", namespace: str, claims: list[dict], seconds: float) -> list[str]:
+    """Of `claims` (as the API server last returned them), the names of those still not Bound
+    after waiting up to `seconds` in all: each is watched from its resourceVersion, so its bind
+    is seen the moment the API server records it (a provisioner binds most claims within a
+    fraction of a second)."""
     deadline = time.monotonic() + seconds
-    pause, waiting = 0.02, list(names)
-    while waiting and (left := deadline - time.monotonic()) > 0:
-        time.sleep(min(pause, left))
-        waiting = [
-            name
-            for name in waiting
-            if _phase(cluster.get("v1", "PersistentVolumeClaim", name, namespace)) != "Bound"
-        ]
-        pause = min(2 * pause, 0.1)
-    return waiting
+    return [
+        claim["metadata"]["name"]
+        for claim in claims
+        if not _bound_before(cluster, namespace, claim, deadline)
+    ]
+
+
+def _bound_before(cluster: "Cluster", namespace: str, claim: dict, deadline: float) -> bool:
+    if _phase(claim) == "Bound":
+        return True
+    meta = claim["metadata"]
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            for _, seen in cluster.watch(
+                "v1",
+                "PersistentVolumeClaim",
+                namespace=namespace,
+                fields={"metadata.name": meta["name"]},
+                resource_version=meta["resourceVersion"],
+                timeout=math.ceil(left),
+                read_timeout=left,
+            ):
+                if _phase(seen) == "Bound":
+                    return True
+                meta = {**meta, **seen["metadata"]}  # a bookmark carries its version only
+                if time.monotonic() >= deadline:
+                    return False
+    except TransientK8sError:  # no bind within the time (the read timed out), or no answer
+        return False
+    except PermanentK8sError as gone:  # its version too old to watch from: read it once
+        if gone.status != 410:
+            raise
+        found = cluster.get("v1", "PersistentVolumeClaim", meta["name"], namespace)
+        return _phase(found) == "Bound"
+    return False
 
 
 def evictions(cluster: "Cluster", namespace: str, job_name: str) -> list[EventFacts]:

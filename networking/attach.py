@@ -12,6 +12,8 @@ from .services import reserve_address
 
 def validate_requests(tenant, networks, total_replicas):
     """The pools of the requested networks, or a ValidationError keyed by networks[i]."""
+    if not networks:
+        return []
     errors, pools = {}, []
     allowed = {p.name: p for p in IPPool.objects.for_tenant(tenant)}
     for i, request in enumerate(networks):

@@ -174,6 +174,38 @@ def test_pods_the_resource_quota_refuses_are_explained(cluster, team, templates,
     assert "exceeded quota" in job.pending_reason
 
 
+def test_a_claim_the_resource_quota_still_counts_against_waits_and_goes_ahead_once_freed(
+    cluster, team, templates, django_capture_on_commit_callbacks
+):
+    # A claim the ResourceQuota counts and the portal does not (as one being deleted after its
+    # job, or made by hand): the quota refuses the job's claim with the tenant's own limit. The
+    # job waits, saying why, and is submitted once the storage is free.
+    tenant = team["tenant"]
+    stray = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "made-by-hand", "namespace": tenant.namespace},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": f"{tenant.storage_quota_gib}Gi"}},
+        },
+    }
+    Cluster(cluster.api_client, field_manager="someone-by-hand").apply_one(stray)
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = services.launch_job(
+            tenant, team["bob"], actor=team["bob"], template_version=templates["single-gpu"]
+        )
+    job = settle(job, JobState.PENDING)
+    assert job.pending_reason.startswith("The tenant's ResourceQuota has no room")
+    assert cluster.get(VCJOB_API, "Job", job.name, tenant.namespace) is None
+    cluster.delete("v1", "PersistentVolumeClaim", "made-by-hand", tenant.namespace)
+    deadline = time.monotonic() + 60
+    while cluster.get(VCJOB_API, "Job", job.name, tenant.namespace) is None:
+        assert time.monotonic() < deadline, job.pending_reason
+        job = settle(job, JobState.PENDING, JobState.RUNNING)
+    assert job.sync_state == "in_sync"
+
+
 def test_a_job_beyond_the_tenants_cpu_quota_is_refused_at_launch(team, launch_spec):
     # 9 pods x 32 cores = 288 > the tenant's 256: the queue and the quota would never let it run.
     spec = ddp(gpus=0)
