@@ -16,6 +16,12 @@ build() {
   [[ -x $HELM ]] && return
   local t0 dir=$CACHE/build/helm-$HELM_VERSION
   t0=$(date +%s)
+  # One build at a time: `make test` builds Helm in the background while the tests that do not
+  # need it run, and a test that needs it waits here for that build.
+  mkdir -p "$CACHE/build"
+  exec 9>"$CACHE/build/helm-$HELM_VERSION.lock"
+  flock 9
+  [[ -x $HELM ]] && { exec 9>&-; return; }  # built meanwhile
   log "building helm $HELM_VERSION from its Go module (first time only)"
   mkdir -p "$dir" "$(dirname "$HELM")"
   # A throwaway wrapper module requiring Helm, so the build resolves Helm's own go.mod.
@@ -25,6 +31,7 @@ build() {
     -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
     -o "$HELM.tmp" helm.sh/helm/v4/cmd/helm)
   mv "$HELM.tmp" "$HELM"
+  exec 9>&-
   log "helm $HELM_VERSION built in $(($(date +%s) - t0))s"
 }
 

@@ -75,6 +75,7 @@ cmd_build() {
   build_static
   # One CNI_PATH directory holds every IPAM plugin a NAD may name.
   ln -sf "$WB_BIN/whereabouts" "$CNI_BIN/whereabouts"
+  exec 9>&-  # not held by what this script starts next (ip-control-loop)
   log "build phase took $(($(now) - t0))s (plugins in $CNI_BIN)"
 }
 

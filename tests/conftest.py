@@ -19,6 +19,21 @@ from portal.celery import app as celery_app
 from tests import processes
 
 ROOT = Path(__file__).resolve().parent.parent
+# Fixtures of parts `make test` builds in the background on a new machine (hack/test.sh), in the
+# order it builds them: the router, the Whereabouts plugins, Helm.
+LATE_PARTS = {"router_port": 1, "cni_runner": 2, "helm_path": 3}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The modules whose tests need a part built in the background run last, whole, in the
+    order the parts are built: the rest of the suite runs while they build."""
+    late = {}
+    for item in items:
+        needs = max((LATE_PARTS.get(name, 0) for name in item.fixturenames), default=0)
+        module = item.nodeid.split("::", 1)[0]
+        late[module] = max(late.get(module, 0), needs)
+    items.sort(key=lambda item: late[item.nodeid.split("::", 1)[0]])
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -41,7 +41,7 @@ def portal_env():
 
 
 @pytest.fixture(scope="session")
-def served(django_db_setup, cluster, router_port, portal_env, tmp_path_factory):
+def served(django_db_setup, cluster, portal_env, tmp_path_factory):
     """The portal's URL: `manage.py serve` on the test database."""
     url = portal_env["PORTAL_URL"]
     args = [sys.executable, "manage.py", "serve", "--bind", url.split("://")[1]]
