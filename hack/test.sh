@@ -16,11 +16,12 @@ cleanup() {
 }
 trap cleanup EXIT
 bash hack/services.sh start
-LATE_BUILDS=1 bash hack/controlplane.sh start
 # The router, the Whereabouts plugins and Helm (when not built yet: a new machine) are built in
 # the background at the lowest priority, while lint, the image and the tests that need none of
 # them run; the tests that need one run last (tests/conftest.py) and wait for its build (each
-# build holds a lock).
+# build holds a lock). Exported: a test that restarts the control plane must not wait for them.
+export LATE_BUILDS=1
+bash hack/controlplane.sh start
 mkdir -p .local/logs
 setsid nice -n 19 bash -c 't=$(date +%s)
   bash hack/router.sh build && bash hack/whereabouts.sh build && bash hack/helm.sh build >/dev/null

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from .client import Cluster
 
 WAITING_PODS_TOLD = 8  # pods that wait alike say the same: a few of them tell why
+CLASSES_KEPT = 60  # seconds a process keeps the StorageClasses it listed (see _storage_classes)
+_classes: dict = {"at": -float(CLASSES_KEPT), "by_name": {}}
 
 
 def waiting_messages(
@@ -83,7 +85,8 @@ def claims_to_bind_first(
     unbound = [c for c in claims if c is not None and _phase(c) != "Bound"]
     if not unbound:
         return []
-    classes = {c["metadata"]["name"]: c for c in cluster.list("storage.k8s.io/v1", "StorageClass")}
+    named = {(c.get("spec") or {}).get("storageClassName") or "" for c in unbound} - {""}
+    classes = _storage_classes(cluster, named)
     default = next(
         (
             name
@@ -101,6 +104,18 @@ def claims_to_bind_first(
         if klass.get("volumeBindingMode") != "WaitForFirstConsumer":
             waiting.append(claim)
     return waiting
+
+
+def _storage_classes(cluster: "Cluster", named: set[str]) -> dict[str, dict]:
+    """The StorageClasses by name, listed at most once every CLASSES_KEPT seconds by a process,
+    and again as soon as a claim names one not listed yet: a class's binding mode never changes
+    (its fields are immutable), and a class made meanwhile is read when a claim first names it.
+    Each job's first run asked for the list while its claim bound."""
+    if time.monotonic() - _classes["at"] > CLASSES_KEPT or not named <= _classes["by_name"].keys():
+        listed = cluster.list("storage.k8s.io/v1", "StorageClass")
+        _classes["by_name"] = {c["metadata"]["name"]: c for c in listed}
+        _classes["at"] = time.monotonic()
+    return _classes["by_name"]
 
 
 def wait_bound(cluster: "Cluster", namespace: str, claims: list[dict], seconds: float) -> list[str]:
