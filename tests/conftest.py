@@ -91,6 +91,23 @@ def namespace(cluster):
 
 
 @pytest.fixture
+def silent_class(cluster):
+    """A StorageClass whose provisioner does not run: its claims stay Pending."""
+    name = f"nowhere-{uuid.uuid4().hex[:8]}"
+    cluster.apply_one(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": "nowhere.example.org",
+            "volumeBindingMode": "Immediate",
+        }
+    )
+    yield name
+    cluster.delete("storage.k8s.io/v1", "StorageClass", name)
+
+
+@pytest.fixture
 def redis(settings):
     return redis_lib.Redis.from_url(settings.REDIS_URL)
 

@@ -335,23 +335,6 @@ def test_a_restart_policy_reruns_the_job_until_its_retries_are_spent(cluster, te
     assert states[0].endswith("→ failed")
 
 
-@pytest.fixture
-def silent_class(cluster, team):
-    """A StorageClass whose provisioner does not run: its claims stay Pending."""
-    klass = f"nowhere-{team['tenant'].slug}"
-    cluster.apply_one(
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": klass},
-            "provisioner": "nowhere.example.org",
-            "volumeBindingMode": "Immediate",
-        }
-    )
-    yield klass
-    cluster.delete("storage.k8s.io/v1", "StorageClass", klass)
-
-
 def unprovisioned(klass):
     spec = ddp(cpu="2", memory="8Gi", gpus=1)
     spec["tasks"] = spec["tasks"][:1]

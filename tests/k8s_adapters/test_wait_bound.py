@@ -5,8 +5,6 @@ provisions never binds."""
 import time
 import uuid
 
-import pytest
-
 from k8s_adapters.waiting import wait_bound
 
 
@@ -20,22 +18,6 @@ def claim(namespace, storage_class=None):
         "metadata": {"name": f"claim-{uuid.uuid4().hex[:8]}", "namespace": namespace},
         "spec": spec,
     }
-
-
-@pytest.fixture
-def silent_class(cluster):
-    name = f"nowhere-{uuid.uuid4().hex[:8]}"
-    cluster.apply_one(
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": name},
-            "provisioner": "nowhere.example.org",
-            "volumeBindingMode": "Immediate",
-        }
-    )
-    yield name
-    cluster.delete("storage.k8s.io/v1", "StorageClass", name)
 
 
 def test_a_claim_that_binds_is_seen_bound_the_moment_it_binds(cluster, namespace):
