@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
+from django.db.models import Subquery, Sum
 from django.utils import timezone
 
 from accounts.models import SSHKey
@@ -130,15 +130,18 @@ def template_version(
     """The template version a launch in `tenant` names, for the page and the API alike: the
     tenant's own template of that name wins over a global one; the latest version unless a
     version number is given."""
-    template = JobTemplate.objects.for_tenant(tenant).filter(name=str(name)).first()
+    template = JobTemplate.objects.for_tenant(tenant).filter(name=str(name))
+    versions = JobTemplateVersion.objects.filter(template=Subquery(template.values("pk")[:1]))
+    if version not in (None, ""):
+        versions = versions.filter(version=version) if str(version).isdigit() else versions.none()
+    found = versions.select_related("template").order_by("-version").first()  # one query
+    if found is not None:
+        return found
+    template = template.first()
     if template is None:
         raise ValidationError({"template": f"No template named '{name}' in {tenant.slug}."})
-    if version in (None, ""):
-        return template.latest
-    found = template.versions.filter(version=version).first() if str(version).isdigit() else None
-    if found is None:
-        raise ValidationError({"version": f"Template {template.name} has no version {version}."})
-    return found
+    missing = f"version {version}" if version not in (None, "") else "versions"
+    raise ValidationError({"version": f"Template {template.name} has no {missing}."})
 
 
 def generate_name(prefix: str) -> str:
@@ -206,17 +209,6 @@ def launch_job(
             raise ValidationError("This tenant is archived; it cannot run jobs.")
         _check_quota(tenant, owner, spec)
         endpoints.check_exposure(tenant, spec.ports)
-        if Job.objects.filter(tenant=tenant, name=name).exists():
-            raise ValidationError(
-                {
-                    "name": [
-                        ValidationError(
-                            f"A job named '{name}' already exists in {tenant.slug}.",
-                            code="duplicate",
-                        )
-                    ]
-                }
-            )
         networks = data.get("networks") or []
         pools = attach.validate_requests(tenant, networks, spec.total_replicas)
         try:
@@ -235,8 +227,11 @@ def launch_job(
                 state=JobState.QUEUED,
                 queued_at=timezone.now(),
             )
-        except IntegrityError as exc:  # a concurrent launch took the name
-            raise ValidationError({"name": f"A job named '{name}' already exists."}) from exc
+        except IntegrityError as exc:  # the constraint decides, race-free
+            if "job_name_per_tenant" not in str(exc):
+                raise
+            taken = f"A job named '{name}' already exists in {tenant.slug}."
+            raise ValidationError({"name": [ValidationError(taken, code="duplicate")]}) from exc
         if networks or spec.ports:
             annotation, env = attach.attach(job, networks, pools, actor=actor)
             env += endpoints.url_env(_create_endpoints(job, spec))

@@ -19,7 +19,7 @@ from .views import spec_errors
 def _writable_tenants(user):
     return [
         t
-        for t in Tenant.objects.for_user(user).active().prefetch_related("memberships")
+        for t in Tenant.objects.for_user(user).active().with_role_of(user)
         if has_role(t.role_of(user), Role.RESEARCHER)
     ]
 

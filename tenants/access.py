@@ -15,9 +15,7 @@ def has_role(role, needed):
 
 def get_tenant_for_user(user, slug, *, role=Role.VIEWER):
     """The tenant if the user may see it (else 404) and holds at least `role` in it (else 403)."""
-    tenant = get_object_or_404(
-        Tenant.objects.for_user(user).prefetch_related("memberships"), slug=slug
-    )
+    tenant = get_object_or_404(Tenant.objects.for_user(user).with_role_of(user), slug=slug)
     if not has_role(tenant.role_of(user), role):
         raise PermissionDenied(f"This needs the {Role(role).label.lower()} role in {tenant.slug}.")
     return tenant

@@ -26,7 +26,17 @@ class TenantQuerySet(models.QuerySet):
             return self.none()
         if user.is_staff:
             return self.all()
-        return self.filter(memberships__user=user).distinct()
+        return self.filter(models.Exists(self._memberships_of(user)))
+
+    def with_role_of(self, user):
+        """The tenants with `user`'s membership role read alongside, for `role_of`: one query,
+        however many members a tenant has."""
+        role = self._memberships_of(user).values("role")[:1]
+        return self.annotate(role_user=models.Value(user.pk), user_role=models.Subquery(role))
+
+    def _memberships_of(self, user):
+        memberships = self.model._meta.get_field("memberships").related_model.objects
+        return memberships.filter(tenant=models.OuterRef("pk"), user_id=user.pk)
 
     def active(self):
         return self.filter(state=TenantState.ACTIVE)
@@ -170,6 +180,8 @@ class Tenant(Reconciled):
         """The user's role in this tenant, or None; platform admins act as tenant admins."""
         if user.is_staff:
             return Role.ADMIN
+        if getattr(self, "role_user", None) == user.pk:  # read with the tenant (with_role_of)
+            return self.user_role
         membership = next((m for m in self.memberships.all() if m.user_id == user.pk), None)
         return membership.role if membership else None
 

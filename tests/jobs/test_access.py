@@ -128,3 +128,25 @@ def test_the_api_launches_from_a_template_with_overrides_and_reports_field_error
     assert response.status_code == 400
     errors = response.json()["errors"]
     assert errors["name"][0]["code"] == "invalid_name"
+
+
+def test_a_tenant_page_reads_the_tenant_and_the_callers_role_in_one_query(
+    team, django_assert_num_queries
+):
+    from django.core.exceptions import PermissionDenied
+    from django.http import Http404
+
+    from tenants.access import get_tenant_for_user
+    from tenants.choices import Role
+    from tenants.models import Membership
+    from tests.tenants.conftest import make_user
+
+    for i in range(30):  # however many members the tenant has
+        Membership.objects.create(tenant=team["tenant"], user=make_user(f"m{i}"), role=Role.VIEWER)
+    slug = team["tenant"].slug
+    with django_assert_num_queries(1):
+        assert get_tenant_for_user(team["alice"], slug, role=Role.ADMIN) == team["tenant"]
+    with django_assert_num_queries(1), pytest.raises(PermissionDenied):
+        get_tenant_for_user(team["dave"], slug, role=Role.RESEARCHER)  # a viewer
+    with django_assert_num_queries(1), pytest.raises(Http404):
+        get_tenant_for_user(team["charlie"], slug)  # not a member

@@ -147,3 +147,54 @@ def test_a_relaunch_recreates_the_recorded_spec(
         first["tasks"][0]["template"]["spec"]["containers"][0]["resources"]
         == second["tasks"][0]["template"]["spec"]["containers"][0]["resources"]
     )
+
+
+def test_a_name_already_taken_in_the_tenant_is_a_field_error_on_the_form(
+    client, cluster, team, templates, launch
+):
+    first = launch(templates["single-gpu"], name="taken")
+    client.force_login(team["alice"])
+    version = templates["single-gpu"]
+    response = client.post(
+        f"/tenants/{team['tenant'].slug}/jobs/launch/",
+        {
+            "template": version.template.name,
+            "version": version.version,
+            "name": "taken",
+            "launch": "1",
+        },
+    )
+    assert response.status_code == 200
+    assert f"A job named &#x27;taken&#x27; already exists in {team['tenant'].slug}." in (
+        response.content.decode()
+    )
+    assert list(Job.objects.filter(tenant=team["tenant"]).values_list("pk", "owner")) == [
+        (first.pk, team["bob"].pk)
+    ]
+
+
+def test_a_launch_names_the_tenants_own_template_before_a_global_one_of_that_name(team):
+    admin = team["admin"]
+    spec = {"image": "registry.local/train:1", "command": ["python", "train.py"]}
+    spec["tasks"] = [{"name": "main", "replicas": 1, "gpus": 1}]
+    for _ in range(3):  # the global template has versions 1 to 3
+        services.save_template(name="mine", spec_data=spec, overridable=[], actor=admin)
+    own = services.save_template(
+        name="mine", spec_data=spec, overridable=[], actor=admin, tenant=team["tenant"]
+    )
+    assert services.template_version(team["tenant"], "mine") == own
+    assert services.template_version(team["tenant"], "mine", "1") == own
+    with pytest.raises(ValidationError) as caught:
+        services.template_version(team["tenant"], "mine", 3)  # only the global one has it
+    assert caught.value.message_dict == {"version": ["Template mine has no version 3."]}
+    with pytest.raises(ValidationError) as caught:
+        services.template_version(team["tenant"], "mine", "latest")
+    assert caught.value.message_dict == {"version": ["Template mine has no version latest."]}
+    with pytest.raises(ValidationError) as caught:
+        services.template_version(team["tenant"], "nope")
+    assert caught.value.message_dict == {
+        "template": [f"No template named 'nope' in {team['tenant'].slug}."]
+    }
+    own.template.delete()
+    found = services.template_version(team["tenant"], "mine")
+    assert (found.template.tenant, found.version) == (None, 3)
