@@ -98,6 +98,11 @@ cmd_build() {
   t0=$(now)
   tag=$IMAGE:$(context_digest)
   if podman image exists "$tag"; then log "image $tag cached"; echo "$tag"; return; fi
+  # One build at a time: `make test` builds the image in the background while the tests run,
+  # and the smoke run after them waits here for that build.
+  exec 9>"$CACHE/containers/build.lock"
+  flock 9
+  if podman image exists "$tag"; then log "image $tag built meanwhile"; echo "$tag"; return; fi
   base=$(base_image)
   log "building $tag on $base"
   # The CA bundle is mounted for pip (TLS may be intercepted), never copied into a layer.
