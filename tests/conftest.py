@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
+import warnings
 from pathlib import Path
 
 import pytest
@@ -112,9 +114,33 @@ def redis(settings):
     return redis_lib.Redis.from_url(settings.REDIS_URL)
 
 
-def _database_url():
+def _database_url(process):
+    """The test database, for a process the tests start, named in PostgreSQL's session list."""
     db = settings.DATABASES["default"]
-    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    name = f"tests-{process}"
+    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}?application_name={name}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nobody_left_on_the_test_database(django_db_setup, django_db_blocker):
+    """Every process the tests started is gone before the test database is dropped: their
+    sessions may take a moment to end (waited for), and any left are named, with what they
+    were doing, instead of pytest-django's bare "being accessed by other users"."""
+    yield
+    from django.db import connection
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        deadline, left = time.monotonic() + 30, []
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT pid, application_name, state, left(query, 120) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            left = cursor.fetchall()
+            if not left:
+                return
+            time.sleep(0.5)
+    warnings.warn(f"sessions still on the test database after 30 s: {left}", stacklevel=1)
 
 
 def start_worker(log_path, *, beat=False, **env_overrides):
@@ -122,7 +148,7 @@ def start_worker(log_path, *, beat=False, **env_overrides):
     beat=True it also runs the periodic resyncs, as `celery beat` would."""
     env = {
         **os.environ,
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": _database_url("worker"),
         "REDIS_URL": settings.REDIS_URL,
         "KUBECONFIG": settings.KUBECONFIG,
         "DEBUG": "true",
@@ -272,7 +298,7 @@ def sign_in(page, base_url, username, password):
 @pytest.fixture
 def collector(cluster, settings, tmp_path):
     env = {
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": _database_url("collector"),
         "REDIS_URL": settings.REDIS_URL,
         "KUBECONFIG": settings.KUBECONFIG,
         "DEBUG": "true",

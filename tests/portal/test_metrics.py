@@ -111,7 +111,7 @@ def test_the_exporter_serves_what_a_worker_process_counted(
     folder.mkdir()
     port = _free_port()
     env = {
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": _database_url("metrics"),
         "REDIS_URL": settings.REDIS_URL,
         "KUBECONFIG": settings.KUBECONFIG,
         "DEBUG": "true",

@@ -28,7 +28,7 @@ def portal_env():
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     return {
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": _database_url("sdk"),
         "REDIS_URL": settings.REDIS_URL,
         "KUBECONFIG": settings.KUBECONFIG,
         "DEBUG": "true",
