@@ -4,7 +4,7 @@ dies mid-task leaves the message to be redelivered and the next run converges.""
 import os
 
 from celery import Celery
-from celery.signals import task_prerun
+from celery.signals import task_prerun, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -24,3 +24,11 @@ def keep_connections_as_django_does(task=None, **kwargs):
         from django.db import close_old_connections
 
         close_old_connections()
+
+
+@worker_ready.connect
+def freeze_what_the_worker_loaded(**kwargs):
+    """Once the tasks are imported and the worker consumes (see core.heap)."""
+    from core.heap import freeze_loaded
+
+    freeze_loaded()

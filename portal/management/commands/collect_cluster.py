@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from core import snapshot as store
 from core.cluster import get_cluster
+from core.heap import freeze_loaded
 from core.reconcile import enqueue
 from jobs.choices import PHASES, JobState
 from jobs.models import Job
@@ -90,6 +91,7 @@ class Command(BaseCommand):
             ).start()
         started = time.monotonic()
         wait_synced(informers)
+        freeze_loaded()  # with the caches just listed (see core.heap)
         self.stdout.write(f"collector synced in {time.monotonic() - started:.1f}s", ending="\n")
         self.stdout.flush()
         sampled = 0.0
