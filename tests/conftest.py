@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis as redis_lib
 from django.conf import settings
+from django.db import connections
 
 from core import snapshot as store
 from portal.celery import app as celery_app
@@ -275,6 +276,10 @@ def chromium():
         )
         yield browser
         browser.close()
+        # While Playwright's loop runs, Django keeps the thread's connections apart (as an
+        # async context's): the tests' connection from then on is closed now, or it outlives
+        # the session and the test database cannot be dropped.
+        connections.close_all()
 
 
 @pytest.fixture
