@@ -11,6 +11,7 @@ from jobs.models import Job
 from jobs.tasks import reconcile_job
 from k8s_adapters.names import identity_label
 from k8s_adapters.volcano import VCJOB_API
+from tenants.models import Tenant
 from tests.helpers import our_writes, wait_for
 from tests.jobs.conftest import submitted
 
@@ -171,6 +172,23 @@ def test_a_name_already_taken_in_the_tenant_is_a_field_error_on_the_form(
     assert list(Job.objects.filter(tenant=team["tenant"]).values_list("pk", "owner")) == [
         (first.pk, team["bob"].pk)
     ]
+
+
+def test_a_launch_over_the_tenants_cpu_quota_says_so_in_words_on_the_form(
+    client, cluster, team, templates
+):
+    Tenant.objects.filter(pk=team["tenant"].pk).update(cpu_quota=1)
+    client.force_login(team["alice"])
+    version = templates["single-gpu"]
+    response = client.post(
+        f"/tenants/{team['tenant'].slug}/jobs/launch/",
+        {"template": version.template.name, "version": version.version, "launch": "1"},
+    )
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "but the tenant&#x27;s whole quota is 1; it could never start." in page
+    assert "tasks.cpu" not in page  # the spec path means nothing on the form
+    assert not Job.objects.filter(tenant=team["tenant"]).exists()
 
 
 def test_a_launch_names_the_tenants_own_template_before_a_global_one_of_that_name(team):
