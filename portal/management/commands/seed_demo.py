@@ -11,14 +11,18 @@ from tenants import services
 from tenants.choices import Role
 from tenants.models import Membership, Tenant
 
+# Vision's quotas and member cap take the DDP template as it comes (3 replicas of 8 GPUs): a
+# researcher's first launch runs, and a second one waits in the portal's queue.
 TENANTS = [
     {
         "slug": "vision",
         "display_name": "Vision Lab",
-        "gpu_quota": 16,
+        "gpu_quota": 32,
+        "cpu_quota": 128,
+        "memory_quota_gib": 1024,
         "queue_weight": 2,
         "queue_guarantee_gpus": 8,
-        "member_gpu_cap": 8,
+        "member_gpu_cap": 24,
     },
     {"slug": "nlp", "display_name": "NLP Group", "gpu_quota": 8, "queue_weight": 1},
 ]
