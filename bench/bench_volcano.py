@@ -415,24 +415,18 @@ def main():
             flush=True,
         )
         if "paced" in RUNS:
-            busy = Busy()
-            direct, offsets = direct_run(tenant, user)
-            direct_busy = busy.percent()
+            direct, portal, busy, offsets = paired_round(tenant, user, version, "")
             print(
-                f"(the direct script's pace, which the portal's POSTs replay: "
+                f"(the direct script's pace, which the portal's POSTs replayed: "
                 f"{JOBS / offsets[-1]:.1f} jobs/s)",
                 flush=True,
             )
-            clear(tenant)
-            busy = Busy()
-            portal = portal_run(tenant, version, "p", offsets)
-            compare("one after another", direct, portal, (direct_busy, busy.percent()))
-            clear(tenant)
+            compare("one after another", direct, portal, busy)
         if "steady" in RUNS:
             label = f"one after another, {STEADY_PACE:g} jobs/s on average (Poisson)"
             rounds = []
             for n in range(ROUNDS):
-                rounds.append(steady_round(tenant, user, version, f"{n}"))
+                rounds.append(paired_round(tenant, user, version, f"s{n}", STEADY_PACE)[:3])
                 suffix = f", round {n + 1} of {ROUNDS}" if ROUNDS > 1 else ""
                 compare(label + suffix, *rounds[-1])
             if ROUNDS > 1:
@@ -462,17 +456,18 @@ def main():
         remove_nodes()
 
 
-def steady_round(tenant, user, version, tag):
-    """The script, then the portal at the script's (Poisson) pace: (direct, portal, busy)."""
+def paired_round(tenant, user, version, tag, pace=None):
+    """The script (at its own pace, or Poisson arrivals at `pace`), then the portal's POSTs at
+    the script's offsets: (direct, portal, CPUs busy in each, offsets)."""
     busy = Busy()
-    direct, offsets = direct_run(tenant, user, f"ds{tag}", pace=STEADY_PACE)
+    direct, offsets = direct_run(tenant, user, f"d{tag}", pace=pace)
     direct_busy = busy.percent()
     clear(tenant)
     busy = Busy()
-    portal = portal_run(tenant, version, f"ps{tag}", offsets)
+    portal = portal_run(tenant, version, f"p{tag}", offsets)
     portal_busy = busy.percent()
     clear(tenant)
-    return direct, portal, (direct_busy, portal_busy)
+    return direct, portal, (direct_busy, portal_busy), offsets
 
 
 def pooled(rounds):

@@ -128,9 +128,7 @@ def _nobody_left_on_the_test_database(django_db_setup, django_db_blocker):
     sessions may take a moment to end (waited for), and any left are named, with what they
     were doing, instead of pytest-django's bare "being accessed by other users"."""
     yield
-    from django.db import connection
-
-    with django_db_blocker.unblock(), connection.cursor() as cursor:
+    with django_db_blocker.unblock(), connections["default"].cursor() as cursor:
         deadline, left = time.monotonic() + 30, []
         while time.monotonic() < deadline:
             cursor.execute(
