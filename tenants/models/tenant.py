@@ -36,7 +36,8 @@ class TenantQuerySet(models.QuerySet):
 
     def _memberships_of(self, user):
         memberships = self.model._meta.get_field("memberships").related_model.objects
-        return memberships.filter(tenant=models.OuterRef("pk"), user_id=user.pk)
+        # Unordered: the default ordering would join the tenant and the user to sort one row.
+        return memberships.filter(tenant=models.OuterRef("pk"), user_id=user.pk).order_by()
 
     def active(self):
         return self.filter(state=TenantState.ACTIVE)
