@@ -18,7 +18,8 @@ POSTs back to back). Each line says how busy the machine's CPUs were.
 
 The steady comparison runs BENCH_ROUNDS times (default 1), the script and the portal in turn,
 each round reported, then all rounds together: the load of a shared machine drifts over minutes,
-and one round's p99 (its second-slowest job) moves by more than the target.
+and one round's p99 (its second-slowest job) moves by more than the target. Each comparison
+says what the portal adds with a 95% bootstrap interval.
 
 Each job asks for 4 GPUs on one pod, so all 200 fit at once (2 per node). Target: the portal
 adds at most 10% at p50 and at p99.
@@ -498,8 +499,28 @@ def compare(label, direct_and_parts, portal_and_parts, busy):
     p50, p99 = report("  portal", portal)
     for part, seconds in portal_parts.items():
         report(part, seconds)
-    added = f"{100 * (p50 / d50 - 1):+.0f}% at p50 and {100 * (p99 / d99 - 1):+.0f}% at p99"
+    added = " and ".join(
+        f"{100 * (p / d - 1):+.0f}% at p{q} (95% interval {low:+.0%} to {high:+.0%})"
+        for q, d, p, (low, high) in (
+            (50, d50, p50, added_interval(direct, portal, 50)),
+            (99, d99, p99, added_interval(direct, portal, 99)),
+        )
+    )
     print(f"  portal adds {added} (target: at most +10%)", flush=True)
+
+
+def added_interval(direct, portal, p, draws=2000):
+    """A 95% bootstrap interval of what the portal adds at percentile `p`: each side's jobs
+    drawn again with replacement, `draws` times. It covers the spread of the jobs within the
+    runs compared, not the drift of the machine's load between runs (the rounds show that)."""
+    rng = random.Random(7)
+    added = sorted(
+        percentile(rng.choices(portal, k=len(portal)), p)
+        / percentile(rng.choices(direct, k=len(direct)), p)
+        - 1
+        for _ in range(draws)
+    )
+    return added[int(0.025 * draws)], added[int(0.975 * draws) - 1]
 
 
 def report_drain(direct_drain, portal_drain):
