@@ -43,8 +43,9 @@ def spec_errors(form, exc):
         for error in errors:
             for message in error.messages:
                 # A quota refusal says in words what it counts; a spec path would be noise.
-                plain = field in FORM_FIELDS.values() or path == "__all__"
-                plain = plain or error.code == "over_quota"
+                plain = (
+                    field in FORM_FIELDS.values() or path == "__all__" or error.code == "over_quota"
+                )
                 form.add_error(field, message if plain else f"{path}: {message}")
 
 
