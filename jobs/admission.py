@@ -15,37 +15,40 @@ from tenants.models import Tenant
 from .choices import HOLDING, JobState
 from .models import DataVolume, Job
 
-# The job fields admission writes: what a caller holding the job reads again after it.
-WRITES = ("state", "submitted_at", "volumes_ahead_at")
 # The workspaces of jobs submitted or prepared ahead and not yet deleted.
 _WITH_CLAIMS = Q(submitted_at__isnull=False) | Q(volumes_ahead_at__isnull=False)
 _WORKSPACES = {
     "workspace_gib": Sum("storage_gib", filter=_WITH_CLAIMS),
     "workspaces": Count("id", filter=_WITH_CLAIMS),
 }
+_HOLDING = Q(state__in=HOLDING)
+_WAITING = Q(state=JobState.QUEUED, cancel_requested=False, delete_requested=False)
 QUEUE_PAGE = 100  # queued jobs read at a time
 
 
-def admit_locked(tenant):
+def admit_locked(tenant, *, arriving=None):
     """Submit the queued jobs that fit, oldest first, and prepare the volumes of those next in
-    line. Call with the tenant row locked."""
-    holding = Q(state__in=HOLDING)
+    line. Call with the tenant row locked. `arriving` is a job just put at the end of the
+    queue: when nobody waits ahead of it, it is the whole queue (no read), and what admission
+    decides for it is set on it too."""
     totals = Job.objects.filter(tenant=tenant).aggregate(  # one read of the tenant's jobs
-        gpus=Sum("gpus", filter=holding),
-        cpu=Sum("cpu_millicores", filter=holding),
-        mem=Sum("memory_mib", filter=holding),
-        jobs=Count("id", filter=holding),
+        gpus=Sum("gpus", filter=_HOLDING),
+        cpu=Sum("cpu_millicores", filter=_HOLDING),
+        mem=Sum("memory_mib", filter=_HOLDING),
+        jobs=Count("id", filter=_HOLDING),
+        waiting=Count("id", filter=_WAITING),
         **_WORKSPACES,
     )
     used, running = totals["gpus"] or 0, totals["jobs"]
     cpu, memory = totals["cpu"] or 0, totals["mem"] or 0
+    storage, pvcs = _with_data_volumes(tenant, totals)
     per_owner = {}  # GPUs each member holds, read only when members have a cap
     if tenant.member_gpu_cap is not None:
         holders = Job.objects.filter(tenant=tenant).holding().values("owner")
         per_owner = dict(holders.annotate(g=Sum("gpus")).values_list("owner", "g"))
-    storage, pvcs = _with_data_volumes(tenant, totals)
+    alone = arriving is not None and totals["waiting"] == 1
     admitted, waiting, blocked = [], [], False
-    for job in _queue(tenant):
+    for job in [arriving] if alone else _queue(tenant):
         if blocked and len(waiting) >= tenant.max_running_jobs:
             break  # no more are admitted, nor get their volumes ahead
         # Volumes prepared ahead are counted in storage already.
@@ -76,6 +79,10 @@ def admit_locked(tenant):
     ahead = volumes_ahead(tenant, waiting, storage, pvcs)
     if ahead:
         Job.objects.filter(pk__in=ahead).update(volumes_ahead_at=now)
+    if arriving is not None and arriving.pk in admitted:
+        arriving.state, arriving.submitted_at = JobState.SUBMITTING, now
+    if arriving is not None and arriving.pk in ahead:
+        arriving.volumes_ahead_at = now
     enqueue_all("jobs.reconcile_job", admitted + ahead)
     return admitted
 
@@ -112,6 +119,7 @@ def storage_in_use(tenant):
 
 
 def _with_data_volumes(tenant, workspaces):
+    # A query of its own: as a subquery of the jobs' read it took longer to build than to run.
     data = DataVolume.objects.filter(tenant=tenant, delete_requested=False).aggregate(
         gib=Sum("size_gib"), n=Count("id")
     )
@@ -126,9 +134,7 @@ def _queue(tenant):
     short queue): each page continues after the last job read, so a job leaving the queue
     meanwhile shifts nothing."""
     queued = (
-        Job.objects.filter(
-            tenant=tenant, state=JobState.QUEUED, cancel_requested=False, delete_requested=False
-        )
+        Job.objects.filter(_WAITING, tenant=tenant)
         .order_by("queued_at", "id")
         .only(
             "queued_at",

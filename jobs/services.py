@@ -21,7 +21,6 @@ from tenants.services import record
 
 from . import endpoints
 from . import spec as specs
-from .admission import WRITES as ADMISSION_WRITES
 from .admission import admit_locked
 from .choices import JobState
 from .models import DataVolume, Endpoint, Job, JobEvent, JobTemplate, JobTemplateVersion
@@ -250,8 +249,7 @@ def launch_job(
                 "template": str(template_version) if template_version else "",
             },
         )
-        admit_locked(tenant)
-    job.refresh_from_db(fields=ADMISSION_WRITES)  # its tenant stays loaded
+        admit_locked(tenant, arriving=job)
     return job, scheduling_warnings(spec)
 
 

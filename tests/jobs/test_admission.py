@@ -12,7 +12,7 @@ from django.utils import timezone
 from jobs import admission, services
 from jobs.admission import queue_position, storage_in_use
 from jobs.choices import JobState
-from jobs.models import Job
+from jobs.models import DataVolume, Job
 from k8s_adapters.quantity import to_decimal
 from k8s_adapters.volcano import VCJOB_API
 from tenants.models import Tenant
@@ -278,3 +278,31 @@ def test_a_queue_longer_than_a_page_is_admitted_in_order(monkeypatch):
     admitted = admission.admit(tenant.pk)
     assert admitted == [j.pk for j in jobs[:5]]  # the quota's five, oldest first
     assert states(*jobs) == ["admitted"] * 5 + ["queued"] * 2
+
+
+@pytest.mark.django_db
+def test_data_volumes_take_storage_quota_that_jobs_then_wait_for():
+    # The tenant's data volumes count with the workspaces, as the ResourceQuota counts them:
+    # a workspace that would not fit beside them waits, and goes once a volume is deleted.
+    tenant = Tenant.objects.create(
+        slug="volumes", display_name="V", gpu_quota=8, storage_quota_gib=100, pvc_quota=10
+    )
+    owner = get_user_model().objects.create(username="storer")
+    corpus = DataVolume.objects.create(tenant=tenant, name="corpus", size_gib=70, created_by=owner)
+    DataVolume.objects.create(tenant=tenant, name="old", size_gib=20, delete_requested=True)
+    assert storage_in_use(tenant) == (70, 1)  # a volume being deleted no longer counts
+    job = Job.objects.create(
+        tenant=tenant,
+        owner=owner,
+        name="big-workspace",
+        spec={},
+        gpus=1,
+        storage_gib=40,
+        state=JobState.QUEUED,
+        queued_at=timezone.now(),
+    )
+    assert admission.admit(tenant.pk) == []
+    assert states(job) == ["queued"]
+    DataVolume.objects.filter(pk=corpus.pk).update(delete_requested=True)
+    assert admission.admit(tenant.pk) == [job.pk]
+    assert storage_in_use(tenant) == (40, 1)
