@@ -438,7 +438,7 @@ def topology(hypernodes: list[dict[str, Any]], rows: list[dict[str, Any]]) -> li
     """Each HyperNode with the nodes under it (through nested HyperNodes), their free GPUs and
     how many are entirely free, so admins see whether an N-node job fits inside one tier."""
     by_name = {h["name"]: h for h in hypernodes}
-    node_names = [r["name"] for r in rows]
+    node_names = {r["name"] for r in rows}
     free = {r["name"]: r["free"] for r in rows}
     idle = {r["name"] for r in rows if r["allocatable"] and not r["used"]}
 
@@ -448,7 +448,7 @@ def topology(hypernodes: list[dict[str, Any]], rows: list[dict[str, Any]]) -> li
             if member["type"] == "HyperNode" and member["name"] not in seen:
                 found |= members(member["name"], (*seen, name))
             elif member["name"]:
-                found |= {member["name"]} & set(node_names)
+                found |= {member["name"]} & node_names
             elif member["pattern"]:
                 found |= {n for n in node_names if re.fullmatch(member["pattern"], n)}
         return found
