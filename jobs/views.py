@@ -54,8 +54,13 @@ def job_manifests(job):
     return [*build_job(job.job_spec()), *endpoints.objects(endpoints.specs(job))]
 
 
+# libyaml's emitter where PyYAML has it (its wheels do): the same text in a fifth of the time,
+# on the page every job's owner opens.
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def manifests_yaml(objects):
-    return yaml.safe_dump_all(objects, sort_keys=False)
+    return yaml.dump_all(objects, Dumper=_DUMPER, sort_keys=False)
 
 
 @login_required

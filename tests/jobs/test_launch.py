@@ -1,6 +1,10 @@
 """Launching from templates into the real API server, and status flowing back."""
 
+import html
+import re
+
 import pytest
+import yaml
 from django.core.exceptions import ValidationError
 
 from accounts.models import SSHKey
@@ -54,6 +58,25 @@ def test_a_ddp_launch_creates_the_volcano_job_pvc_pair_and_ssh_secret(
     assert secret is not None
     assert job.state == JobState.PENDING
     assert job.gpus == 24
+
+
+def test_the_job_page_shows_the_manifests_the_cluster_holds(
+    client, cluster, team, templates, launch
+):
+    job = launch(templates["pytorch-ddp"], name="shown-1", overrides={"gpus": 8})
+    client.force_login(team["bob"])
+    page = client.get(job.get_absolute_url()).content.decode()
+    shown = re.search(r"<h2>Applied manifests</h2>\s*<pre>(.*?)</pre>", page, re.S).group(1)
+    documents = list(yaml.safe_load_all(html.unescape(shown)))
+    kinds = [d["kind"] for d in documents]
+    assert kinds[:2] == ["PersistentVolumeClaim", "Job"], kinds
+    ns = team["tenant"].namespace
+    vcjob = cluster.get(VCJOB_API, "Job", "shown-1", ns)
+    assert documents[1]["spec"]["tasks"][1]["replicas"] == vcjob["spec"]["tasks"][1]["replicas"]
+    for document in documents:
+        meta = document["metadata"]
+        assert cluster.get(document["apiVersion"], document["kind"], meta["name"], ns)
+        assert meta["labels"]["gpu-portal.io/tenant"] == team["tenant"].slug
 
 
 def test_reconciling_again_never_rewrites_the_volcano_job(cluster, team, templates, launch):
