@@ -178,7 +178,8 @@ def _ensure(job):
                 said = claim_messages(unbound, _telling_events(spec.namespace))
             reason = pending.explain(said, default=pending.WAITING_FOR_VOLUME)
             _set(job, state=JobState.PENDING, pending_reason=reason)
-            _ensure_endpoints(cluster, job)  # its URLs exist from the start
+            if spec.ports:  # its URLs exist from the start
+                _ensure_endpoints(cluster, job)
             raise Requeue(_claim_recheck_seconds(job))
         vcjob = cluster.apply_one(objects[-1])
         status = read_job(vcjob)
@@ -190,7 +191,8 @@ def _ensure(job):
         status = read_job(vcjob)
         if _volumes_due(status.uid) and applied is None:
             cluster.apply(objects[:-1])
-    _ensure_endpoints(cluster, job)
+    if spec.ports:  # endpoints are made at launch for the ports a job exposes, and only then
+        _ensure_endpoints(cluster, job)
     if job.cancel_requested and status.phase not in ABORT_PHASES | {"Completed", "Failed"}:
         cluster.apply_one(build_abort_command(spec.namespace, spec.name, status.uid))
     return status
@@ -205,7 +207,9 @@ def _submission_volumes(cluster, job, volumes):
     ResourceQuota that still counts a volume being deleted (its claim waits for its pods to go)
     while the portal counted it free leaves the job Pending until it lets the claim in."""
     key = f"submission-volumes:{job.pk}"
-    if cache.get(key):
+    # Until a run of the job is recorded, apply them without asking (its first run, on the
+    # path of every launch; one that stopped halfway applies them again, which is harmless).
+    if job.synced_at is not None and cache.get(key):
         claims = [
             cluster.get("v1", o["kind"], o["metadata"]["name"], job.tenant.namespace)
             for o in volumes

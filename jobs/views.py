@@ -166,14 +166,18 @@ def pod_log(request, slug, name, pod):
 
 
 def job_status(job):
-    storage, _ = storage_in_use(job.tenant)
-    return {
-        "position": queue_position(job),
-        "free_gpus": free_gpus(job.tenant),
-        "free_storage": max(job.tenant.storage_quota_gib - storage, 0),
-        "events": job.events.all()[:20],
-        "addresses": job_addresses(job),
-    }
+    """What the job's page shows of its progress (polled every few seconds while it is not
+    finished). The tenant's free GPUs and storage are read only for a job waiting in its queue,
+    the one state that shows them."""
+    status = {"events": job.events.all()[:20], "addresses": job_addresses(job)}
+    if position := queue_position(job):
+        storage, _ = storage_in_use(job.tenant)
+        status |= {
+            "position": position,
+            "free_gpus": free_gpus(job.tenant),
+            "free_storage": max(job.tenant.storage_quota_gib - storage, 0),
+        }
+    return status
 
 
 @login_required

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobs import admission, services
@@ -150,6 +151,42 @@ def test_cancelling_a_queued_job_never_starts_it_and_frees_its_workspace(
     gone = claim(cluster, jobs[3])
     assert gone is None or gone["metadata"].get("deletionTimestamp")
     assert storage_in_use(team["tenant"])[1] == 3  # the three admitted jobs' claims only
+
+
+@pytest.mark.django_db
+def test_the_status_panel_polls_until_the_job_ends_and_reads_the_quota_only_while_it_waits(
+    client, team, templates, cluster, django_capture_on_commit_callbacks
+):
+    """Every open job page polls its status panel every few seconds: the tenant's free GPUs and
+    storage are read only for a job waiting in the queue (the one state that shows them), and
+    a job that ended is not polled again."""
+    with django_capture_on_commit_callbacks(execute=True):
+        jobs = [launch(team, templates["single-gpu"], name=f"s{i}") for i in range(5)]
+    assert states(*jobs) == ["admitted"] * 3 + ["queued"] * 2
+    client.force_login(team["bob"])
+    slug = team["tenant"].slug
+
+    def panel(job):
+        with CaptureQueriesContext(connection) as queries:
+            page = client.get(f"/tenants/{slug}/jobs/{job.name}/status/").content.decode()
+        return page, [q["sql"] for q in queries.captured_queries]
+
+    waiting, waiting_reads = panel(jobs[3])
+    assert "Waiting in the tenant's queue at position 1" in waiting
+    assert 'hx-trigger="every 3s"' in waiting
+    assert any("jobs_datavolume" in sql for sql in waiting_reads)
+
+    admitted, admitted_reads = panel(jobs[0])
+    assert "Waiting in the tenant's queue" not in admitted
+    assert 'hx-trigger="every 3s"' in admitted
+    assert not any("jobs_datavolume" in sql or "SUM(" in sql for sql in admitted_reads)
+    assert len(admitted_reads) < len(waiting_reads)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_job(jobs[4], actor=team["bob"])
+    ended, _ = panel(jobs[4])
+    assert "Cancelled" in ended
+    assert "hx-trigger" not in ended
 
 
 @pytest.mark.django_db(transaction=True)
