@@ -166,9 +166,9 @@ def pod_log(request, slug, name, pod):
 
 
 def job_status(job):
-    """What the job's page shows of its progress (polled every few seconds while it is not
-    finished). The tenant's free GPUs and storage are read only for a job waiting in its queue,
-    the one state that shows them."""
+    """What the job's page shows of its progress, polled every few seconds while the job may
+    change (`Job.may_change`). The tenant's free GPUs and storage are read only for a job
+    waiting in its queue, the one state that shows them."""
     status = {"events": job.events.all()[:20], "addresses": job_addresses(job)}
     if position := queue_position(job):
         storage, _ = storage_in_use(job.tenant)

@@ -1,12 +1,19 @@
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from core.models import Reconciled
 from k8s_adapters.jobspec import JobSpec
 from tenants.models import Tenant
 
 from ..choices import ACTIVE, FINISHED, HOLDING, JobState
+
+# How long a job's page keeps polling after the job ended: the run that records the end writes
+# its event just after its state, and removes its routes after that.
+SETTLING = timedelta(seconds=10)
 
 
 class JobQuerySet(models.QuerySet):
@@ -86,6 +93,14 @@ class Job(Reconciled):
     @property
     def is_finished(self):
         return self.state in FINISHED
+
+    @property
+    def may_change(self):
+        """Whether its page should keep asking for its status: until it ended, and for a few
+        seconds after (what was written just after its end shows too)."""
+        if not self.is_finished:
+            return True
+        return self.finished_at is None or timezone.now() - self.finished_at < SETTLING
 
     @property
     def has_pod_counts(self):

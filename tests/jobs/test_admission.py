@@ -159,7 +159,7 @@ def test_the_status_panel_polls_until_the_job_ends_and_reads_the_quota_only_whil
 ):
     """Every open job page polls its status panel every few seconds: the tenant's free GPUs and
     storage are read only for a job waiting in the queue (the one state that shows them), and
-    a job that ended is not polled again."""
+    a job that ended is polled for a few seconds more, then no longer."""
     with django_capture_on_commit_callbacks(execute=True):
         jobs = [launch(team, templates["single-gpu"], name=f"s{i}") for i in range(5)]
     assert states(*jobs) == ["admitted"] * 3 + ["queued"] * 2
@@ -184,6 +184,10 @@ def test_the_status_panel_polls_until_the_job_ends_and_reads_the_quota_only_whil
 
     with django_capture_on_commit_callbacks(execute=True):
         services.cancel_job(jobs[4], actor=team["bob"])
+    just_ended, _ = panel(jobs[4])  # what is written just after the end still shows
+    assert "Cancelled" in just_ended
+    assert 'hx-trigger="every 3s"' in just_ended
+    Job.objects.filter(pk=jobs[4].pk).update(finished_at=timezone.now() - timedelta(seconds=11))
     ended, _ = panel(jobs[4])
     assert "Cancelled" in ended
     assert "hx-trigger" not in ended
