@@ -178,8 +178,7 @@ def _ensure(job):
                 said = claim_messages(unbound, _telling_events(spec.namespace))
             reason = pending.explain(said, default=pending.WAITING_FOR_VOLUME)
             _set(job, state=JobState.PENDING, pending_reason=reason)
-            if spec.ports:  # its URLs exist from the start
-                _ensure_endpoints(cluster, job)
+            _ensure_endpoints(cluster, job)  # its URLs exist from the start
             raise Requeue(_claim_recheck_seconds(job))
         vcjob = cluster.apply_one(objects[-1])
         status = read_job(vcjob)
@@ -191,8 +190,7 @@ def _ensure(job):
         status = read_job(vcjob)
         if _volumes_due(status.uid) and applied is None:
             cluster.apply(objects[:-1])
-    if spec.ports:  # endpoints are made at launch for the ports a job exposes, and only then
-        _ensure_endpoints(cluster, job)
+    _ensure_endpoints(cluster, job)
     if job.cancel_requested and status.phase not in ABORT_PHASES | {"Completed", "Failed"}:
         cluster.apply_one(build_abort_command(spec.namespace, spec.name, status.uid))
     return status
@@ -251,7 +249,11 @@ def _waited(job):
 
 
 def _ensure_endpoints(cluster, job, active=True):
-    """A Service per live endpoint and the job's routes; expired ones are pruned."""
+    """A Service per live endpoint and the job's routes; expired ones are pruned. Endpoints are
+    made at launch for the ports a job exposes, and only then: a job without ports has none to
+    read, on any run."""
+    if not job.job_spec().ports:
+        return
     rows = list(job.endpoints.all())
     if not rows:
         return
