@@ -7,6 +7,8 @@ portal's labels.
 
 import builtins
 import contextlib
+import copy
+import functools
 import json
 import os
 import re
@@ -89,6 +91,7 @@ class Cluster:
         self.api_client = api_client
         self.field_manager = field_manager
         self._dynamic: dynamic.DynamicClient | None = None
+        self._streaming: dynamic.DynamicClient | None = None
         self._resources: dict[tuple[str, str], Any] = {}
         self._lock = threading.RLock()
 
@@ -96,6 +99,19 @@ class Cluster:
     def connect(cls, kubeconfig: str | os.PathLike[str] | None = None, **kwargs: Any) -> Self:
         with translating():
             return cls(load_api_client(kubeconfig), **kwargs)
+
+    @property
+    def streaming(self) -> dynamic.DynamicClient:
+        """The dynamic client on a connection pool of its own, for watches and log streams. A
+        stream left before its end closes its connection; on the shared pool that would cost the
+        next request (often the write a watch waited for) a new TLS handshake."""
+        with self._lock:
+            if self._streaming is None:
+                streaming = copy.copy(self.dynamic)  # its discovery is shared, only not its pool
+                streaming.client = client.ApiClient(self.api_client.configuration)
+                streaming.client.default_headers = dict(self.api_client.default_headers)
+                self._streaming = streaming
+            return self._streaming
 
     @property
     def dynamic(self) -> dynamic.DynamicClient:
@@ -389,7 +405,7 @@ class Cluster:
         # decoding (about 0.3 ms a Pod), for objects only read as dicts here.
         with translating():
             for event in watch.Watch().stream(
-                resource.get,
+                functools.partial(self.streaming.get, resource),
                 namespace=self._namespace(resource, namespace),
                 label_selector=label_selector(labels) if labels else None,
                 field_selector=label_selector(fields) if fields else None,
@@ -417,7 +433,7 @@ class Cluster:
     ) -> Iterator[bytes]:
         """A pod's log through the API server (`pods/log`), in chunks as they arrive; with
         `follow`, until the container ends or `timeout` seconds pass without data."""
-        core = client.CoreV1Api(self.api_client)
+        core = client.CoreV1Api(self.streaming.client)
         kwargs: dict[str, Any] = {"follow": follow, "_preload_content": False}
         for key, value in (
             ("container", container),

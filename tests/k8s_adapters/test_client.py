@@ -1,6 +1,7 @@
 """The adapter against the real kube-apiserver with the upstream CRD schemas installed."""
 
 import pytest
+from urllib3.connection import HTTPSConnection
 
 from k8s_adapters.client import Cluster, ObjectRef, load_api_client
 from k8s_adapters.errors import PermanentK8sError, TransientK8sError
@@ -176,6 +177,27 @@ def test_watch_reports_changes_after_a_listed_version(cluster, namespace):
             events.append((kind, obj["metadata"]["name"]))
             break
     assert events == [("ADDED", "watched")]
+
+
+def test_the_write_a_watch_waited_for_goes_out_on_a_connection_already_open(
+    cluster, namespace, monkeypatch
+):
+    """Leaving a watch before its end closes its connection. The write that follows (a job's
+    submission once its claim binds) must not wait for a new TLS handshake for that."""
+    connects = []
+    connect = HTTPSConnection.connect
+    monkeypatch.setattr(HTTPSConnection, "connect", lambda c: (connects.append(c), connect(c))[1])
+    _, version = cluster.list_with_version("v1", "ConfigMap", namespace=namespace)
+    cluster.apply_one(configmap(namespace, "watched", value="1"))
+    for kind, _ in cluster.watch(
+        "v1", "ConfigMap", namespace=namespace, resource_version=version, timeout=5
+    ):
+        if kind != "BOOKMARK":
+            break
+    connects.clear()
+    written = cluster.apply_one(configmap(namespace, "watched", value="2"))
+    assert written["data"] == {"value": "2"}
+    assert connects == []
 
 
 def test_an_unreachable_api_server_is_a_transient_error(tmp_path):
