@@ -5,6 +5,8 @@ concurrent launches can never put more into the cluster than the quota allows; s
 ResourceQuota and the Volcano queue (both set to the same quota) never refuse an admitted job.
 The next quota's worth of waiting jobs gets its volumes ahead, within the storage quota."""
 
+import itertools
+
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
@@ -28,9 +30,11 @@ QUEUE_PAGE = 100  # queued jobs read at a time
 
 def admit_locked(tenant, *, arriving=None):
     """Submit the queued jobs that fit, oldest first, and prepare the volumes of those next in
-    line. Call with the tenant row locked. `arriving` is a job just put at the end of the
-    queue: when nobody waits ahead of it, it is the whole queue (no read), and what admission
-    decides for it is set on it too."""
+    line; return the pks of the saved jobs admitted. Call with the tenant row locked.
+    `arriving` is a job about to join the end of the queue, not saved yet: admission decides
+    for it before its insert (when nobody waits ahead of it, it is the whole queue and nothing
+    else is read), and sets what it decided on it, to be saved with it. Its first run is the
+    caller's to send, once it has a pk."""
     totals = Job.objects.filter(tenant=tenant).aggregate(  # one read of the tenant's jobs
         gpus=Sum("gpus", filter=_HOLDING),
         cpu=Sum("cpu_millicores", filter=_HOLDING),
@@ -46,9 +50,10 @@ def admit_locked(tenant, *, arriving=None):
     if tenant.member_gpu_cap is not None:
         holders = Job.objects.filter(tenant=tenant).holding().values("owner")
         per_owner = dict(holders.annotate(g=Sum("gpus")).values_list("owner", "g"))
-    alone = arriving is not None and totals["waiting"] == 1
+    last = [arriving] if arriving is not None else []
+    queue = last if totals["waiting"] == 0 else itertools.chain(_queue(tenant), last)
     admitted, waiting, blocked = [], [], False
-    for job in [arriving] if alone else _queue(tenant):
+    for job in queue:
         if blocked and len(waiting) >= tenant.max_running_jobs:
             break  # no more are admitted, nor get their volumes ahead
         # Volumes prepared ahead are counted in storage already.
@@ -68,23 +73,25 @@ def admit_locked(tenant, *, arriving=None):
         if cap is not None and per_owner.get(job.owner_id, 0) + job.gpus > cap:
             waiting.append(job)  # this member is at their cap; teammates' jobs may still go
             continue
-        admitted.append(job.pk)
+        admitted.append(job)
         used, running = used + job.gpus, running + 1
         cpu, memory = cpu + job.cpu_millicores, memory + job.memory_mib
         storage, pvcs = storage + disk, pvcs + claims
         per_owner[job.owner_id] = per_owner.get(job.owner_id, 0) + job.gpus
-    now = timezone.now()
-    if admitted:
-        Job.objects.filter(pk__in=admitted).update(state=JobState.SUBMITTING, submitted_at=now)
     ahead = volumes_ahead(tenant, waiting, storage, pvcs)
-    if ahead:
-        Job.objects.filter(pk__in=ahead).update(volumes_ahead_at=now)
-    if arriving is not None and arriving.pk in admitted:
+    now = timezone.now()
+    if arriving in admitted:
         arriving.state, arriving.submitted_at = JobState.SUBMITTING, now
-    if arriving is not None and arriving.pk in ahead:
+    if arriving in ahead:
         arriving.volumes_ahead_at = now
-    enqueue_all("jobs.reconcile_job", admitted + ahead)
-    return admitted
+    admitted_pks = [job.pk for job in admitted if job is not arriving]
+    ahead_pks = [job.pk for job in ahead if job is not arriving]
+    if admitted_pks:
+        Job.objects.filter(pk__in=admitted_pks).update(state=JobState.SUBMITTING, submitted_at=now)
+    if ahead_pks:
+        Job.objects.filter(pk__in=ahead_pks).update(volumes_ahead_at=now)
+    enqueue_all("jobs.reconcile_job", admitted_pks + ahead_pks)
+    return admitted_pks
 
 
 def volumes_ahead(tenant, waiting, storage, pvcs):
@@ -102,7 +109,7 @@ def volumes_ahead(tenant, waiting, storage, pvcs):
         if storage + job.storage_gib > tenant.storage_quota_gib or pvcs + 1 > tenant.pvc_quota:
             break
         storage, pvcs = storage + job.storage_gib, pvcs + 1
-        ahead.append(job.pk)
+        ahead.append(job)
     return ahead
 
 

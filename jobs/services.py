@@ -210,22 +210,24 @@ def launch_job(
         endpoints.check_exposure(tenant, spec.ports)
         networks = data.get("networks") or []
         pools = attach.validate_requests(tenant, networks, spec.total_replicas)
+        job = Job(
+            tenant=tenant,
+            owner=owner,
+            name=name,
+            template_version=template_version,
+            spec=spec.to_dict(),
+            gpus=spec.total_gpus,
+            cpu_millicores=spec.total_cpu_millicores,
+            memory_mib=spec.total_memory_mib,
+            storage_gib=spec.workspace_gib,
+            data_volume=data_volume,
+            networks=networks,
+            state=JobState.QUEUED,
+            queued_at=timezone.now(),
+        )
+        admit_locked(tenant, arriving=job)  # inserted as admission decided, not updated after
         try:
-            job = Job.objects.create(
-                tenant=tenant,
-                owner=owner,
-                name=name,
-                template_version=template_version,
-                spec=spec.to_dict(),
-                gpus=spec.total_gpus,
-                cpu_millicores=spec.total_cpu_millicores,
-                memory_mib=spec.total_memory_mib,
-                storage_gib=spec.workspace_gib,
-                data_volume=data_volume,
-                networks=networks,
-                state=JobState.QUEUED,
-                queued_at=timezone.now(),
-            )
+            job.save(force_insert=True)
         except IntegrityError as exc:  # the constraint decides, race-free
             if "job_name_per_tenant" not in str(exc):
                 raise
@@ -249,7 +251,8 @@ def launch_job(
                 "template": str(template_version) if template_version else "",
             },
         )
-        admit_locked(tenant, arriving=job)
+        if job.submitted_at or job.volumes_ahead_at:
+            _reconcile(job)
     return job, scheduling_warnings(spec)
 
 
