@@ -21,6 +21,8 @@ from celery import current_app, shared_task
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection, models, transaction
+from django.db.models import BooleanField
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from kombu.exceptions import KombuError
 from redis.exceptions import RedisError
@@ -125,7 +127,6 @@ def exclusive(task_name: str, kind: str, pk: int) -> Iterator[bool]:
     delayed retry of its own mark is the safety net: a change seen while a run that requeues
     itself in a few seconds (a claim wait) held the lock is never left to that requeued run."""
     key = _lock_key(kind, pk)
-    dirty = _queued_key(task_name, pk, "dirty")
     with connection.cursor() as cursor:
         if current_app.conf.task_always_eager:
             cursor.execute("SELECT pg_advisory_lock(%s::bigint)", [key])
@@ -133,11 +134,40 @@ def exclusive(task_name: str, kind: str, pk: int) -> Iterator[bool]:
         else:
             cursor.execute("SELECT pg_try_advisory_lock(%s::bigint)", [key])
             acquired = cursor.fetchone()[0]
+    with _held(task_name, pk, key, acquired):
+        yield acquired
+
+
+@contextlib.contextmanager
+def exclusive_load(
+    task_name: str, kind: str, queryset: models.QuerySet[M], pk: int
+) -> Iterator[M | None]:
+    """`exclusive`, with the object read by the query that takes its lock: one round trip, on
+    the path of every run (a launch's first among them). Yield the object when this run holds
+    it; None when it is gone (nothing is locked then) or another run holds it."""
+    if current_app.conf.task_always_eager:  # an inline run waits for the lock: it takes it first
+        with exclusive(task_name, kind, pk):
+            yield queryset.filter(pk=pk).first()
+        return
+    trying = RawSQL("pg_try_advisory_lock(%s::bigint)", [_lock_key(kind, pk)], BooleanField())
+    obj = queryset.filter(pk=pk).annotate(lock_held=trying).first()
+    if obj is None:
+        yield None
+        return
+    with _held(task_name, pk, _lock_key(kind, pk), obj.lock_held):  # type: ignore[attr-defined]
+        yield obj if obj.lock_held else None  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def _held(task_name: str, pk: int, key: int, acquired: bool) -> Iterator[None]:
+    """Release the lock once the run ends; or, not acquired, leave the run holding it a note
+    (dirty) and send a retry (busy)."""
+    dirty = _queued_key(task_name, pk, "dirty")
     if not acquired:
         cache.set(dirty, 1, timeout=settings.RECONCILE_DEDUP_SECONDS)
         enqueue(task_name, pk, countdown=BUSY_RETRY, mark="busy")
     try:
-        yield acquired
+        yield
     finally:
         if acquired:
             with connection.cursor() as cursor:
@@ -221,7 +251,7 @@ def reconciler(
     select_related: tuple[str, ...] = (),
     on_permanent: Callable[[M, PermanentK8sError], None] | None = None,
 ) -> Callable[[Callable[[M], dict[str, Any] | None]], Any]:
-    """Turn `fn(obj)` into the Celery task `name(pk)`: started, exclusive, load (a gone object
+    """Turn `fn(obj)` into the Celery task `name(pk)`: started, load with its lock (a gone object
     is done), run, and record the outcome. `fn` returns the observed fields to save, or None.
     A PermanentK8sError is recorded as `error` and ends the run (`on_permanent(obj, error)`
     may end the object's lifecycle too); a TransientK8sError is recorded as `retrying` and the
@@ -235,12 +265,9 @@ def reconciler(
                 cache.delete(_queued_key(name, pk, "requeued"))  # another may be sent
                 return
             started(name, pk, delayed=delayed)
-            with exclusive(name, kind, pk) as acquired:
-                if not acquired:
-                    return
-                queryset: models.QuerySet[M] = model.objects.all()  # type: ignore[attr-defined]
-                obj = queryset.select_related(*select_related).filter(pk=pk).first()
-                if obj is None:
+            queryset: models.QuerySet[M] = model.objects.all()  # type: ignore[attr-defined]
+            with exclusive_load(name, kind, queryset.select_related(*select_related), pk) as obj:
+                if obj is None:  # gone, or another run holds it
                     return
                 try:
                     _run(fn, obj, kind, on_permanent)
