@@ -201,11 +201,11 @@ def build_ssh_secret(spec: JobSpec) -> dict:
 
 
 def build_job(spec: JobSpec) -> list[dict]:
-    """Every object a job owns, in apply order: what the pods mount first, then the job."""
-    objects = []
+    """Every object a job owns, in apply order: what the pods mount first, then the job. The
+    claim comes first of all: its bind is what the job's submission waits for."""
+    objects = [build_workspace_pvc(spec)]
     if spec.ssh_keys:
         objects.append(build_ssh_secret(spec))
-    objects.append(build_workspace_pvc(spec))
     objects.append(build_vcjob(spec))
     return objects
 

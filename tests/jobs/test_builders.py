@@ -110,7 +110,7 @@ def test_a_cpu_only_task_gets_no_gpu_runtime():
 
 
 def test_a_job_owns_its_secret_and_workspace_and_only_mounts_the_data_disk():
-    secret, workspace, vcjob = build_job(SPEC)
+    workspace, secret, vcjob = build_job(SPEC)
     assert secret["stringData"] == {"authorized_keys": "ssh-ed25519 AAAA bob@laptop\n"}
     assert secret["metadata"]["labels"] == LABELS
     assert workspace["metadata"] == {
