@@ -15,7 +15,7 @@ from tenants.access import has_role
 from tenants.choices import Role
 from tenants.services import record
 
-from .choices import Protocol
+from .choices import FINISHED, Protocol
 from .models import Endpoint
 from .routes import endpoint_origin
 
@@ -133,6 +133,12 @@ def extend(endpoint, *, hours, actor):
         job.owner_id == actor.pk or has_role(tenant.role_of(actor), Role.ADMIN) or actor.is_staff
     ):
         raise PermissionDenied("Only the job's owner or a tenant admin can extend it.")
+    if job.is_finished:
+        raise ValidationError(
+            f"The job {job.name} has ended and its endpoints closed with it; relaunch the job "
+            "to open them again.",
+            code="job_ended",
+        )
     if not 1 <= hours <= tenant.endpoint_max_hours:
         raise ValidationError(
             {
@@ -190,6 +196,7 @@ def expiry_board(now=None):
     now = now or timezone.now()
     live = (
         Endpoint.objects.filter(reclaimed_at__isnull=True)
+        .exclude(job__state__in=FINISHED)  # closed with their jobs: nothing to extend or reclaim
         .select_related("job__tenant", "job__owner")
         .order_by("expires_at")
     )

@@ -189,6 +189,46 @@ def test_a_finished_job_loses_its_routes(
     assert cluster.get(*ROUTE, jupyter.service_name, team["tenant"].namespace) is None
 
 
+def test_a_finished_jobs_endpoints_show_closed_and_are_not_extended(
+    client, cluster, team, notebook, django_capture_on_commit_callbacks
+):
+    from tests.jobs.conftest import settle
+
+    settle(notebook, JobState.RUNNING)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_job(notebook, actor=team["bob"])
+    settle(notebook, JobState.CANCELLED)
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    Endpoint.objects.filter(pk=jupyter.pk).update(expires_at=timezone.now() + timedelta(hours=2))
+    page_url = f"/tenants/{team['tenant'].slug}/jobs/{notebook.name}/"
+    client.force_login(team["bob"])
+    page = client.get(page_url).content.decode()
+    assert 'data-testid="endpoint-closed"' in page
+    assert 'data-testid="endpoint-link"' not in page
+    assert "/extend/" not in page  # no form to extend what is closed
+    refused = (
+        f"The job {notebook.name} has ended and its endpoints closed with it; relaunch the job "
+        "to open them again."
+    )
+    answer = client.post(f"{page_url}endpoints/jupyter/extend/", {"hours": "5"}, follow=True)
+    assert refused in answer.content.decode()
+    raw = team["bob"].api_tokens.model.issue(team["bob"], "t")[1]
+    api = client.post(
+        f"/api/v1/tenants/{team['tenant'].slug}/jobs/{notebook.name}/endpoints/jupyter/extend/",
+        {"hours": 5},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {raw}",
+    )
+    assert api.status_code == 400
+    assert api.json()["detail"] == refused
+    client.force_login(team["admin"])
+    board = client.get("/console/endpoints/")
+    assert notebook.name not in [e.job.name for e in board.context["expiring"]]
+    jupyter.refresh_from_db()
+    assert jupyter.expires_at < timezone.now() + timedelta(hours=3)  # not extended
+    assert cluster.get(*ROUTE, jupyter.service_name, team["tenant"].namespace) is None
+
+
 @pytest.mark.parametrize(
     ("expose", "path", "fragment"),
     [
@@ -327,7 +367,7 @@ def test_the_expiry_board_lists_endpoints_and_admins_extend_or_reclaim_them(
     with django_capture_on_commit_callbacks(execute=True):
         client.post("/console/endpoints/", {"endpoint": jupyter.pk, "hours": "3", "extend": "1"})
     jupyter.refresh_from_db()
-    assert jupyter.reclaimed_at is None
+    assert jupyter.expires_at < timezone.now() + timedelta(hours=3)  # not extended
     assert cluster.get(*ROUTE, jupyter.service_name, team["tenant"].namespace) is not None
     assert list(
         AuditEvent.objects.filter(action__startswith="endpoint.")
