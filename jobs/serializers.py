@@ -47,6 +47,9 @@ class PodSerializer(serializers.Serializer):
 class EndpointSerializer(serializers.ModelSerializer):
     url = serializers.CharField(read_only=True)
     expired = serializers.BooleanField(source="is_expired", read_only=True)
+    closed = serializers.BooleanField(
+        source="is_closed", read_only=True, help_text="the job has ended: no routes, no extending"
+    )
 
     class Meta:
         model = Endpoint
@@ -60,6 +63,7 @@ class EndpointSerializer(serializers.ModelSerializer):
             "url",
             "expires_at",
             "expired",
+            "closed",
             "reclaimed_at",
             "observed",
         ]

@@ -50,6 +50,11 @@ class Endpoint(models.Model):
         return self.expires_at <= timezone.now()
 
     @property
+    def is_closed(self):
+        """Closed with its job: a finished job's endpoints have no routes and are not extended."""
+        return self.job.is_finished
+
+    @property
     def routed(self):
         return self.mode == EndpointMode.INGRESS and self.protocol == Protocol.HTTP
 

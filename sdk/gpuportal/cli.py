@@ -129,7 +129,10 @@ def cmd_status(args, config):
         print(f"  why pending: {job['pending_reason']}")
     if args.endpoints:
         for e in job["endpoints"]:
-            state = "expired" if e["expired"] else f"until {e['expires_at']}"
+            if e.get("closed"):  # older portals do not say
+                state = "closed: the job has ended"
+            else:
+                state = "expired" if e["expired"] else f"until {e['expires_at']}"
             print(f"  {e['name']:<12} {e['url']}  ({state})")
 
 

@@ -195,9 +195,18 @@ def test_a_finished_jobs_endpoints_show_closed_and_are_not_extended(
     from tests.jobs.conftest import settle
 
     settle(notebook, JobState.RUNNING)
+    raw = team["bob"].api_tokens.model.issue(team["bob"], "t")[1]
+    job_url = f"/api/v1/tenants/{team['tenant'].slug}/jobs/{notebook.name}/"
+
+    def closed():
+        shown = client.get(job_url, HTTP_AUTHORIZATION=f"Bearer {raw}").json()["endpoints"]
+        return {e["name"]: e["closed"] for e in shown}
+
+    assert closed() == {"jupyter": False, "ssh": False}
     with django_capture_on_commit_callbacks(execute=True):
         services.cancel_job(notebook, actor=team["bob"])
     settle(notebook, JobState.CANCELLED)
+    assert closed() == {"jupyter": True, "ssh": True}
     jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
     Endpoint.objects.filter(pk=jupyter.pk).update(expires_at=timezone.now() + timedelta(hours=2))
     page_url = f"/tenants/{team['tenant'].slug}/jobs/{notebook.name}/"
@@ -212,7 +221,6 @@ def test_a_finished_jobs_endpoints_show_closed_and_are_not_extended(
     )
     answer = client.post(f"{page_url}endpoints/jupyter/extend/", {"hours": "5"}, follow=True)
     assert refused in answer.content.decode()
-    raw = team["bob"].api_tokens.model.issue(team["bob"], "t")[1]
     api = client.post(
         f"/api/v1/tenants/{team['tenant'].slug}/jobs/{notebook.name}/endpoints/jupyter/extend/",
         {"hours": 5},

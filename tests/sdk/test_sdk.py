@@ -160,3 +160,14 @@ def test_the_cli_logs_in_submits_lists_extends_and_cancels(
     assert "the tenant's maximum" in too_long.stderr
     cancelled = cli("jobs", "cancel", "dev-box", config_home=tmp_path)
     assert "dev-box: cancelling" in cancelled.stdout
+    wait_for(
+        lambda: (
+            "closed: the job has ended"
+            in cli("jobs", "status", "dev-box", "--endpoints", config_home=tmp_path).stdout
+        ),
+        timeout=60,
+        message="the endpoints closed with the job",
+    )
+    refused = cli("endpoints", "extend", "dev-box", "--hours", "4", config_home=tmp_path)
+    assert refused.returncode != 0
+    assert "relaunch the job to open them again" in refused.stderr
