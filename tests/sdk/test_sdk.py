@@ -101,8 +101,10 @@ def cli(*args, config_home):
 
 
 def test_the_cli_logs_in_submits_lists_extends_and_cancels(
-    served, team, token, tmp_path, cluster, router_port
+    served, team, token, collector, tmp_path, cluster, router_port
 ):
+    # The portal whole: web, worker, and the collector whose watch follows Volcano (a cancelled
+    # job ends when Volcano's abort does).
     portal = served
     slug = team["tenant"].slug
     # SSH through a NodePort bypasses sign-in: a platform admin allowed it for this tenant.
