@@ -149,12 +149,13 @@ def exclusive_load(
         with exclusive(task_name, kind, pk):
             yield queryset.filter(pk=pk).first()
         return
-    trying = RawSQL("pg_try_advisory_lock(%s::bigint)", [_lock_key(kind, pk)], BooleanField())
+    key = _lock_key(kind, pk)
+    trying = RawSQL("pg_try_advisory_lock(%s::bigint)", [key], BooleanField())
     obj = queryset.filter(pk=pk).annotate(lock_held=trying).first()
     if obj is None:
         yield None
         return
-    with _held(task_name, pk, _lock_key(kind, pk), obj.lock_held):  # type: ignore[attr-defined]
+    with _held(task_name, pk, key, obj.lock_held):  # type: ignore[attr-defined]
         yield obj if obj.lock_held else None  # type: ignore[attr-defined]
 
 
