@@ -29,9 +29,13 @@ adds at most 10% at p50 and at p99.
 Drain: DRAIN_JOBS (default 1,000; BENCH_DRAIN_JOBS) jobs of 8 GPUs that run 2 s, on the full
 100 nodes: 100 run at a time. Through the portal, jobs beyond the tenant's quota (the cluster)
 wait in the portal's queue and are submitted as others finish; directly, Volcano queues them
-all. Reported: total drain time, and per job the wait in the portal's queue and Volcano's.
+all. Reported: total drain time, per job the wait in the portal's queue and Volcano's, and for
+how long the portal's queue held jobs while Volcano had none waiting (the only time its
+admission can hold the drain back). BENCH_DRAIN_TIMELINE names a file for each portal job's
+times (launched, admitted, its Volcano job created, Running, Completed, finished in the portal).
 """
 
+import json
 import os
 import random
 import subprocess
@@ -68,6 +72,7 @@ STEADY_PACE = float(os.environ.get("BENCH_STEADY_PACE", "1"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "1"))
 # Which comparisons to run: paced (the script's pace), steady, burst (all at once).
 RUNS = os.environ.get("BENCH_RUNS", "paced,steady,burst").split(",")
+TIMELINE = os.environ.get("BENCH_DRAIN_TIMELINE", "")  # a file for the drain's per-job times
 PRODUCT = "BENCH-GPU-8"
 SPEC = {
     "image": "registry.local/bench:1",
@@ -343,6 +348,9 @@ def drain_direct(tenant, user):
 
 def drain_portal(tenant, user):
     """The backlog launched through the portal: beyond the quota it waits in the portal."""
+    watcher = Running(get_cluster(), tenant.namespace)
+    watcher.start()
+    time.sleep(1)
     launched = {}
     for i in range(DRAIN_JOBS):
         name = f"dp-{i:04d}"
@@ -353,13 +361,60 @@ def drain_portal(tenant, user):
         if time.monotonic() > deadline:
             sys.exit("the portal's backlog never drained")
         time.sleep(0.5)
-    rows = Job.objects.filter(tenant=tenant).values_list(
-        "name", "submitted_at", "started_at", "finished_at"
+    watcher.wait_all(launched, timeout=60, done=True)
+    watcher.stop = True
+    rows = list(
+        Job.objects.filter(tenant=tenant).values_list(
+            "name", "submitted_at", "started_at", "finished_at"
+        )
     )
     portal_wait = [r[1].timestamp() - launched[r[0]] for r in rows]
     volcano_wait = [r[2].timestamp() - r[1].timestamp() for r in rows if r[2]]
     drained = max(r[3].timestamp() for r in rows) - min(launched.values())
-    return drained, portal_wait, volcano_wait
+    created = {
+        name: at.timestamp()
+        for name, at in JobEvent.objects.filter(job__tenant=tenant, kind="submitted").values_list(
+            "job__name", "created_at"
+        )
+    }
+    if TIMELINE:  # per job, for a closer look: what the portal and Volcano did when
+        with open(TIMELINE, "w") as out:
+            json.dump(
+                {
+                    name: {
+                        "launched": launched[name],
+                        "admitted": admitted.timestamp(),
+                        "created": created[name],
+                        "running": watcher.at[name],
+                        "completed": watcher.done[name],
+                        "finished": finished.timestamp(),
+                    }
+                    for name, admitted, _, finished in rows
+                },
+                out,
+            )
+    return drained, portal_wait, volcano_wait, held_back(launched, created, watcher.at)
+
+
+def held_back(launched, submitted, running):
+    """Seconds during which the portal's queue held a job while Volcano had none waiting (none
+    created and not yet Running): then, and only then, the portal's admission held the drain
+    back; the rest of the time Volcano had jobs it had yet to start."""
+    changes = []
+    for name, at in launched.items():
+        changes += [(at, 0, 1), (submitted[name], 0, -1)]
+        changes += [(submitted[name], 1, 1), (running[name], 1, -1)]
+    held = waiting = 0
+    total, last = 0.0, None
+    for at, queue, delta in sorted(changes):
+        if last is not None and held and not waiting:
+            total += at - last
+        last = at
+        if queue == 0:
+            held += delta
+        else:
+            waiting += delta
+    return total
 
 
 def clear(tenant):
@@ -532,6 +587,10 @@ def report_drain(direct_drain, portal_drain):
     report("wait in Volcano's queue (direct)", direct_drain[1])
     report("wait in the portal's queue", portal_drain[1])
     report("then wait in Volcano's queue", portal_drain[2])
+    print(
+        f"the portal's queue held jobs while Volcano had none waiting: {portal_drain[3]:.1f} s "
+        f"of {portal_drain[0]:.1f} s"
+    )
 
 
 if __name__ == "__main__":
