@@ -219,19 +219,19 @@ def portal_run(tenant, version, prefix, offsets=None):
     watcher.wait_all(posted, timeout=60)
     watcher.stop = True
     started = dict(Job.objects.filter(tenant=tenant).values_list("name", "started_at"))
-    submitted = dict(
-        JobEvent.objects.filter(job__tenant=tenant, kind="submitted").values_list(
-            "job__name", "created_at"
-        )
-    )
+    submitted = submissions(tenant)
     parts = {
-        "  until the portal submitted": [submitted[n].timestamp() - posted[n] for n in posted],
-        "  then until Volcano's Running": [
-            watcher.at[n] - submitted[n].timestamp() for n in posted
-        ],
+        "  until the portal submitted": [submitted[n] - posted[n] for n in posted],
+        "  then until Volcano's Running": [watcher.at[n] - submitted[n] for n in posted],
         "  then until the portal's": [started[n].timestamp() - watcher.at[n] for n in posted],
     }
     return [started[n].timestamp() - posted[n] for n in posted], parts
+
+
+def submissions(tenant):
+    """When the portal created each job's Volcano job (its "submitted" event), by job name."""
+    events = JobEvent.objects.filter(job__tenant=tenant, kind="submitted")
+    return {name: at.timestamp() for name, at in events.values_list("job__name", "created_at")}
 
 
 def apply_retrying(cluster, objects):
@@ -371,12 +371,7 @@ def drain_portal(tenant, user):
     portal_wait = [r[1].timestamp() - launched[r[0]] for r in rows]
     volcano_wait = [r[2].timestamp() - r[1].timestamp() for r in rows if r[2]]
     drained = max(r[3].timestamp() for r in rows) - min(launched.values())
-    created = {
-        name: at.timestamp()
-        for name, at in JobEvent.objects.filter(job__tenant=tenant, kind="submitted").values_list(
-            "job__name", "created_at"
-        )
-    }
+    created = submissions(tenant)
     if TIMELINE:  # per job, for a closer look: what the portal and Volcano did when
         with open(TIMELINE, "w") as out:
             json.dump(
