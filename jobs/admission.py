@@ -5,6 +5,7 @@ concurrent launches can never put more into the cluster than the quota allows; s
 ResourceQuota and the Volcano queue (both set to the same quota) never refuse an admitted job.
 The next quota's worth of waiting jobs gets its volumes ahead, within the storage quota."""
 
+import bisect
 import itertools
 
 from django.db import transaction
@@ -171,6 +172,20 @@ def queue_position(job):
         tenant_id=job.tenant_id, state=JobState.QUEUED, queued_at__lt=job.queued_at
     ).count()
     return ahead + 1
+
+
+def queue_positions(jobs):
+    """`queue_position` of each of `jobs` that is queued (by pk), with one query per tenant
+    among them (of its queued jobs' times only), however many jobs."""
+    queued = [job for job in jobs if job.state == JobState.QUEUED]
+    positions = {}
+    for tenant_id in {job.tenant_id for job in queued}:
+        times = Job.objects.filter(tenant_id=tenant_id, state=JobState.QUEUED).order_by("queued_at")
+        times = list(times.values_list("queued_at", flat=True))
+        for job in queued:
+            if job.tenant_id == tenant_id:  # 1 + how many came strictly earlier
+                positions[job.pk] = bisect.bisect_left(times, job.queued_at) + 1
+    return positions
 
 
 def free_gpus(tenant):

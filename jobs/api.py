@@ -6,12 +6,14 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from core.fields import ID_REGEX, LocationOnCreate
+from networking.addresses import jobs_addresses
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.choices import Role
 
 from . import endpoints, logs, services
 from . import spec as specs
 from .access import get_job_for_user
+from .admission import queue_positions
 from .filters import filter_jobs
 from .models import DataVolume, Job, JobTemplate
 from .serializers import (
@@ -61,6 +63,20 @@ class JobViewSet(
             "tenant", "owner", "template_version__template", "data_volume"
         )
         return filter_jobs(jobs, self.request.query_params)[0]
+
+    def list(self, request, tenant_slug=None):
+        """A page of jobs, with what each job would read alone (its endpoints, its place in the
+        queue, its pods' addresses) read once for the whole page."""
+        queryset = self.filter_queryset(self.get_queryset()).prefetch_related("endpoints")
+        page = self.paginate_queryset(queryset)
+        jobs = list(queryset if page is None else page)
+        context = {
+            **self.get_serializer_context(),
+            "positions": queue_positions(jobs),
+            "addresses": jobs_addresses(jobs),
+        }
+        data = self.get_serializer(jobs, many=True, context=context).data
+        return Response(data) if page is None else self.get_paginated_response(data)
 
     def get_object(self):
         write = self.request.method not in permissions.SAFE_METHODS

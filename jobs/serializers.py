@@ -116,12 +116,17 @@ class JobSerializer(serializers.ModelSerializer):
     def get_template(self, job) -> str | None:
         return str(job.template_version) if job.template_version_id else None
 
+    # A page of jobs reads these for the whole page at once (JobViewSet.list): `positions` and
+    # `addresses` in the context, by job pk; one job reads its own.
+
     def get_queue_position(self, job) -> int | None:
-        return queue_position(job)
+        positions = self.context.get("positions")
+        return positions.get(job.pk) if positions is not None else queue_position(job)
 
     def get_network_addresses(self, job) -> dict:
         """Per pod, its secondary interfaces and addresses from Multus, or why it has none."""
-        found = job_addresses(job)
+        addresses = self.context.get("addresses")
+        found = addresses[job.pk] if addresses is not None else job_addresses(job)
         return {"pods": [asdict(p) for p in found.pods], "unavailable": found.unavailable}
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .labels import portal_labels
+from .labels import JOB, portal_labels
 
 NAD_API = "k8s.cni.cncf.io/v1"
 WHEREABOUTS_API = "whereabouts.cni.cncf.io/v1alpha1"
@@ -131,6 +131,7 @@ class PodNetworks:
     interfaces: tuple[InterfaceAddresses, ...]
     failure: str = ""  # the last sandbox failure's message
     failed_network: str = ""  # the NetworkAttachmentDefinition that message names
+    job: str = ""  # the portal job the pod runs for (its job label)
 
 
 def network_status(pod: dict) -> tuple[InterfaceAddresses, ...]:
@@ -184,6 +185,7 @@ def pod_networks(pods: Iterable[dict], events: Iterable[dict]) -> list[PodNetwor
                 interfaces=interfaces,
                 failure=failure,
                 failed_network=match.group(1) if match else "",
+                job=(meta.get("labels") or {}).get(JOB, ""),
             )
         )
     return found

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from core.cluster import get_cluster
 from k8s_adapters.errors import K8sError
-from k8s_adapters.labels import JOB
+from k8s_adapters.labels import JOB, portal_labels
 from k8s_adapters.multus import SANDBOX_FAILED, PodNetworks, pod_networks
 
 from .models import IPPool
@@ -54,30 +54,50 @@ def explain(found: PodNetworks) -> str:
 
 def job_addresses(job) -> JobAddresses:
     """Per pod of the job, its secondary interfaces and addresses, or why it has none."""
-    if not job.networks or job.is_finished:  # a finished job's pods are gone
-        return JobAddresses(pods=())
-    namespace = job.tenant.namespace
-    try:
-        cluster = get_cluster()
-        pods = cluster.list("v1", "Pod", namespace=namespace, labels={JOB: job.name})
-        events = (
-            cluster.list("v1", "Event", namespace=namespace, fields={"reason": SANDBOX_FAILED})
-            if pods
-            else []
-        )
-    except K8sError as exc:
-        return JobAddresses(pods=(), unavailable=f"The cluster did not answer: {exc.message}")
-    return JobAddresses(
-        pods=tuple(
-            PodAddresses(
-                pod=found.pod,
-                node=found.node,
-                interfaces=tuple(
-                    {"interface": i.interface, "network": i.network, "ips": list(i.ips)}
-                    for i in found.interfaces
-                ),
-                problem=explain(found),
+    return jobs_addresses([job])[job.pk]
+
+
+def jobs_addresses(jobs) -> dict[int, JobAddresses]:
+    """`job_addresses` of each of `jobs` (by pk), reading each namespace's pods once (a page of
+    jobs in the API asks once, not once per job): only the job's own pods when there is one."""
+    found = {job.pk: JobAddresses(pods=()) for job in jobs}
+    live = [job for job in jobs if job.networks and not job.is_finished]  # finished: pods gone
+    by_namespace = {}
+    for job in live:
+        tenant, pks = by_namespace.setdefault(job.tenant.namespace, (job.tenant.slug, {}))
+        pks[job.name] = job.pk
+    for namespace, (tenant, pks) in by_namespace.items():
+        # One job: only its pods; more: the tenant's pods, once.
+        labels = {JOB: next(iter(pks))} if len(pks) == 1 else portal_labels(tenant=tenant)
+        try:
+            cluster = get_cluster()
+            pods = cluster.list("v1", "Pod", namespace=namespace, labels=labels)
+            events = (
+                cluster.list("v1", "Event", namespace=namespace, fields={"reason": SANDBOX_FAILED})
+                if pods
+                else []
             )
-            for found in pod_networks(pods, events)
-        )
+        except K8sError as exc:
+            unavailable = JobAddresses(
+                pods=(), unavailable=f"The cluster did not answer: {exc.message}"
+            )
+            found.update(dict.fromkeys(pks.values(), unavailable))
+            continue
+        per_job = {}
+        for pod in pod_networks(pods, events):
+            if pod.job in pks:
+                per_job.setdefault(pks[pod.job], []).append(_addresses(pod))
+        found.update({pk: JobAddresses(pods=tuple(p)) for pk, p in per_job.items()})
+    return found
+
+
+def _addresses(found: PodNetworks) -> PodAddresses:
+    return PodAddresses(
+        pod=found.pod,
+        node=found.node,
+        interfaces=tuple(
+            {"interface": i.interface, "network": i.network, "ips": list(i.ips)}
+            for i in found.interfaces
+        ),
+        problem=explain(found),
     )

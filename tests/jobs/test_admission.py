@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from jobs import admission, services
 from jobs.admission import queue_position, storage_in_use
@@ -347,3 +348,48 @@ def test_data_volumes_take_storage_quota_that_jobs_then_wait_for():
     DataVolume.objects.filter(pk=corpus.pk).update(delete_requested=True)
     assert admission.admit(tenant.pk) == [job.pk]
     assert storage_in_use(tenant) == (40, 1)
+
+
+def test_a_page_of_jobs_in_the_api_costs_the_same_queries_however_many_it_lists(
+    team, templates, django_capture_on_commit_callbacks
+):
+    """Each listed job's endpoints and place in the queue are read once for the page, not once
+    per job (the jobs are launched only: their runs are not sent)."""
+    client = APIClient()
+    client.force_login(team["bob"])
+    url = f"/api/v1/tenants/{team['tenant'].slug}/jobs/"
+    notebook = templates["jupyter-ssh"]
+
+    def launch(count, who="bob"):
+        for _ in range(count):
+            with django_capture_on_commit_callbacks(execute=False):
+                services.launch_job(
+                    team["tenant"], team[who], actor=team[who], template_version=notebook
+                )
+
+    def listed(query=""):
+        with CaptureQueriesContext(connection) as queries:
+            body = client.get(url + query).json()
+        return body["results"], len(queries.captured_queries)
+
+    launch(team["tenant"].gpu_quota + 1)  # one GPU each: the last waits in the portal's queue
+    few, few_queries = listed()
+    for _ in range(5):  # alice's queued jobs between bob's
+        launch(1, who="alice")
+        launch(1)
+    many, many_queries = listed()
+    assert len(many) == len(few) + 10
+    assert many_queries == few_queries
+    jobs = {job.name: job for job in Job.objects.filter(tenant=team["tenant"])}
+    assert sorted(job["queue_position"] for job in many if job["queue_position"]) == list(
+        range(1, 1 + sum(1 for job in jobs.values() if job.state == JobState.QUEUED))
+    )
+    for body in many:
+        job = jobs[body["name"]]
+        assert body["queue_position"] == queue_position(job)
+        assert [e["name"] for e in body["endpoints"]] == [e.name for e in job.endpoints.all()]
+        assert {e["name"] for e in body["endpoints"]} == {"jupyter", "ssh"}
+    alices, _ = listed("?owner=alice")  # her places count bob's jobs ahead of hers
+    assert [job["queue_position"] for job in alices] == [
+        queue_position(jobs[job["name"]]) for job in alices
+    ]

@@ -8,12 +8,14 @@ import json
 import subprocess
 import time
 import uuid
+from unittest import mock
 
 import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from jobs import services as job_services
+from k8s_adapters.client import Cluster
 from k8s_adapters.multus import WHEREABOUTS_API
 from k8s_adapters.volcano import VCJOB_API
 from networking import services
@@ -269,6 +271,24 @@ def test_reserved_and_pinned_addresses_go_only_to_their_pods(
 
     body = api(team["bob"]).get(f"/api/v1/tenants/{team['tenant'].slug}/jobs/{pinned_job.name}/")
     assert body.json()["network_addresses"]["pods"][0]["interfaces"][0]["ips"] == ["10.93.0.2"]
+
+    # The job list shows each job's own addresses, the tenant's pods read once for the page.
+    lists = []
+    real_list = Cluster.list
+
+    def counting(self, api_version, kind, **kwargs):
+        lists.append(kind)
+        return real_list(self, api_version, kind, **kwargs)
+
+    with mock.patch.object(Cluster, "list", counting):
+        listed = api(team["bob"]).get(f"/api/v1/tenants/{team['tenant'].slug}/jobs/").json()
+    by_name = {job["name"]: job["network_addresses"] for job in listed["results"]}
+    assert by_name[pinned_job.name]["pods"][0]["interfaces"][0]["ips"] == ["10.93.0.2"]
+    crowd_listed = by_name[crowd.name]["pods"]
+    listed_ips = [ip for p in crowd_listed for i in p["interfaces"] for ip in i["ips"]]
+    assert sorted(listed_ips) == sorted(free)
+    assert [(p["pod"], p["problem"]) for p in crowd_listed] == [(p.pod, p.problem) for p in pods]
+    assert lists.count("Pod") == 1
 
 
 # -- 200 pods at once on a /28 ----------------------------------------------------------------
