@@ -12,7 +12,9 @@ def get_job_for_user(user, slug, name, *, write=False):
     admin, else 403; viewers never write."""
     tenant = get_tenant_for_user(user, slug)
     job = get_object_or_404(
-        Job.objects.select_related("tenant", "owner", "template_version"), tenant=tenant, name=name
+        Job.objects.select_related("tenant", "owner", "template_version__template"),
+        tenant=tenant,
+        name=name,
     )
     if write:
         role = tenant.role_of(user)

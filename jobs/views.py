@@ -3,6 +3,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
+from django.db.models import prefetch_related_objects
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -137,6 +138,7 @@ def preview(tenant, user, version, overrides, name, volume):
 @login_required
 def job_detail(request, slug, name):
     job = get_job_for_user(request.user, slug, name)
+    prefetch_related_objects([job], "endpoints")  # the page lists them, its manifests hold them
     return render(
         request,
         "jobs/job_detail.html",

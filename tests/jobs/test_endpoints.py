@@ -382,3 +382,21 @@ def test_the_expiry_board_lists_endpoints_and_admins_extend_or_reclaim_them(
         .values_list("action", "actor_name")
         .order_by("id")
     ) == [("endpoint.reclaim", "admin"), ("endpoint.extend", "admin")]
+
+
+def test_the_job_page_reads_its_job_endpoints_and_events_once(
+    client, team, notebook, django_assert_num_queries
+):
+    """The page every launch lands on (and its owner reloads): one query each for the user, the
+    tenant, the job with its template, its endpoints (listed, and in its manifests) and its
+    events."""
+    client.force_login(team["bob"])
+    url = f"/tenants/{team['tenant'].slug}/jobs/{notebook.name}/"
+    client.get(url)
+    with django_assert_num_queries(5):
+        html = client.get(url).content.decode()
+    assert 'data-testid="endpoint-jupyter"' in html
+    assert 'data-testid="endpoint-ssh"' in html
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    assert f"name: {jupyter.service_name}" in html  # its Service, among the manifests
+    assert f"by bob · 1 GPUs · {notebook.template_version}" in html
