@@ -14,7 +14,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -346,7 +346,7 @@ class Cluster:
         kind: str,
         *,
         namespace: str | None = None,
-        labels: dict[str, str] | None = None,
+        labels: Mapping[str, str | Collection[str]] | None = None,
         fields: dict[str, str] | None = None,
     ) -> list[dict[str, Any]]:
         return self.list_with_version(
@@ -359,11 +359,12 @@ class Cluster:
         kind: str,
         *,
         namespace: str | None = None,
-        labels: dict[str, str] | None = None,
+        labels: Mapping[str, str | Collection[str]] | None = None,
         fields: dict[str, str] | None = None,
     ) -> tuple[builtins.list[dict[str, Any]], str | None]:
         """The items and the list's resourceVersion, to start a watch from; `fields` is a
-        field selector (equality only), e.g. {"involvedObject.name": name} for Events."""
+        field selector (equality only), e.g. {"involvedObject.name": name} for Events; `labels` may
+        give a label a collection of values (any of them)."""
         resource = self.resource(api_version, kind)
         with translating():
             result = resource.get(

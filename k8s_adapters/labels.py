@@ -1,5 +1,7 @@
 """The one label set every object the portal owns carries; pruning selects by these only."""
 
+from collections.abc import Collection, Mapping
+
 from .names import identity_label
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -20,6 +22,10 @@ def portal_labels(**extra: object) -> dict[str, str]:
     return labels
 
 
-def selector(labels: dict[str, str]) -> str:
-    """A label-selector string for a dict of labels."""
-    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+def selector(labels: Mapping[str, str | Collection[str]]) -> str:
+    """A label-selector string for a dict of labels: `key=value`, or `key in (a,b)` for a
+    collection of values (any of them)."""
+    return ",".join(
+        f"{key}={value}" if isinstance(value, str) else f"{key} in ({','.join(sorted(value))})"
+        for key, value in sorted(labels.items())
+    )

@@ -1,11 +1,12 @@
 """The secondary addresses of a job's pods, as Multus reports them, and in plain words why a pod
 has none yet (researchers need the addresses for NCCL/Gloo and SSH between nodes)."""
 
+import functools
 from dataclasses import dataclass
 
 from core.cluster import get_cluster
 from k8s_adapters.errors import K8sError
-from k8s_adapters.labels import JOB, portal_labels
+from k8s_adapters.labels import JOB
 from k8s_adapters.multus import SANDBOX_FAILED, PodNetworks, pod_networks
 
 from .models import IPPool
@@ -36,11 +37,11 @@ def _pool_of(nad_name: str) -> IPPool | None:
     return None
 
 
-def explain(found: PodNetworks) -> str:
+def explain(found: PodNetworks, pool_of=_pool_of) -> str:
     """The pod's sandbox failure in words a researcher can act on."""
     if not found.failure:
         return ""
-    pool = _pool_of(found.failed_network)
+    pool = pool_of(found.failed_network)
     if WHEREABOUTS_EXHAUSTED in found.failure:
         if pool is None:
             return f"Pool exhausted: network {found.failed_network} has no free address left."
@@ -58,20 +59,17 @@ def job_addresses(job) -> JobAddresses:
 
 
 def jobs_addresses(jobs) -> dict[int, JobAddresses]:
-    """`job_addresses` of each of `jobs` (by pk), reading each namespace's pods once (a page of
-    jobs in the API asks once, not once per job): only the job's own pods when there is one."""
+    """`job_addresses` of each of `jobs` (by pk), reading the pods of those jobs once per
+    namespace (a page of jobs in the API asks once, not once per job)."""
     found = {job.pk: JobAddresses(pods=()) for job in jobs}
     live = [job for job in jobs if job.networks and not job.is_finished]  # finished: pods gone
     by_namespace = {}
     for job in live:
-        tenant, pks = by_namespace.setdefault(job.tenant.namespace, (job.tenant.slug, {}))
-        pks[job.name] = job.pk
-    for namespace, (tenant, pks) in by_namespace.items():
-        # One job: only its pods; more: the tenant's pods, once.
-        labels = {JOB: next(iter(pks))} if len(pks) == 1 else portal_labels(tenant=tenant)
+        by_namespace.setdefault(job.tenant.namespace, {})[job.name] = job.pk
+    for namespace, pks in by_namespace.items():
         try:
             cluster = get_cluster()
-            pods = cluster.list("v1", "Pod", namespace=namespace, labels=labels)
+            pods = cluster.list("v1", "Pod", namespace=namespace, labels={JOB: set(pks)})
             events = (
                 cluster.list("v1", "Event", namespace=namespace, fields={"reason": SANDBOX_FAILED})
                 if pods
@@ -84,14 +82,15 @@ def jobs_addresses(jobs) -> dict[int, JobAddresses]:
             found.update(dict.fromkeys(pks.values(), unavailable))
             continue
         per_job = {}
+        pool_of = functools.cache(_pool_of)  # many pods fail on the same network
         for pod in pod_networks(pods, events):
             if pod.job in pks:
-                per_job.setdefault(pks[pod.job], []).append(_addresses(pod))
+                per_job.setdefault(pks[pod.job], []).append(_addresses(pod, pool_of))
         found.update({pk: JobAddresses(pods=tuple(p)) for pk, p in per_job.items()})
     return found
 
 
-def _addresses(found: PodNetworks) -> PodAddresses:
+def _addresses(found: PodNetworks, pool_of) -> PodAddresses:
     return PodAddresses(
         pod=found.pod,
         node=found.node,
@@ -99,5 +98,5 @@ def _addresses(found: PodNetworks) -> PodAddresses:
             {"interface": i.interface, "network": i.network, "ips": list(i.ips)}
             for i in found.interfaces
         ),
-        problem=explain(found),
+        problem=explain(found, pool_of),
     )

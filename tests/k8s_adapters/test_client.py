@@ -5,7 +5,7 @@ from urllib3.connection import HTTPSConnection
 
 from k8s_adapters.client import Cluster, ObjectRef, load_api_client
 from k8s_adapters.errors import PermanentK8sError, TransientK8sError
-from k8s_adapters.labels import portal_labels
+from k8s_adapters.labels import JOB, portal_labels
 
 VCJOB = "batch.volcano.sh/v1alpha1"
 
@@ -164,6 +164,18 @@ def test_prune_removes_labelled_objects_no_longer_desired_and_nothing_else(clust
     }
     assert {"keep", "foreign", "other-tenant"} <= remaining
     assert not {"stale-1", "stale-2"} & remaining
+
+
+def test_list_selects_objects_by_any_of_a_labels_values(cluster, namespace):
+    for name in ("a", "b", "c"):
+        cluster.apply_one(configmap(namespace, name, portal_labels(job=f"train-{name}")))
+
+    def names(labels):
+        found = cluster.list("v1", "ConfigMap", namespace=namespace, labels=labels)
+        return [o["metadata"]["name"] for o in found]
+
+    assert names({JOB: {"train-a", "train-c"}}) == ["a", "c"]
+    assert names({JOB: "train-b"}) == ["b"]
 
 
 def test_watch_reports_changes_after_a_listed_version(cluster, namespace):

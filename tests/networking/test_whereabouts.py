@@ -11,6 +11,8 @@ import uuid
 from unittest import mock
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -318,6 +320,9 @@ def test_two_hundred_pods_at_once_on_a_slash_28_share_exactly_the_free_addresses
         f"Pool {pool.name} exhausted: no free address left in 10.94.0.1-10.94.0.14. "
         "The pod starts when an address is released."
     }
+    with CaptureQueriesContext(connection) as queries:
+        job_addresses(job)
+    assert len(queries.captured_queries) == 1  # the pool, read once for all its starved pods
     body = api(team["bob"]).get(f"/api/v1/tenants/{team['tenant'].slug}/jobs/{job.name}/").json()
     assert sum(1 for p in body["network_addresses"]["pods"] if "exhausted" in p["problem"]) == len(
         starved
