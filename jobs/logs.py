@@ -23,6 +23,19 @@ def pods_of(job: Job) -> list[PodFacts]:
     return job_pods(get_cluster(), job.tenant.namespace, job.name)
 
 
+def replicas_without_pods(job: Job, pods: list[PodFacts]) -> list[tuple[str, int]]:
+    """(task, index) of the job's replicas with no pod, in the job's order: not created yet,
+    or removed (Volcano deletes a job's other pods when a policy ends it, their logs with
+    them)."""
+    present = {(pod.task, pod.index) for pod in pods}
+    return [
+        (task.name, index)
+        for task in job.job_spec().tasks
+        for index in range(task.replicas)
+        if (task.name, index) not in present
+    ]
+
+
 def find_pod(job: Job, pod_name: str) -> PodFacts:
     """One of the job's own pods; any other name (another job's pod too) is a 404."""
     for pod in pods_of(job):

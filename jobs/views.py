@@ -155,9 +155,11 @@ def job_detail(request, slug, name):
 def job_logs(request, slug, name):
     """The job's pods (task, replica, node, how each ended, their Events) and a log viewer."""
     job = get_job_for_user(request.user, slug, name)
-    return render(
-        request, "jobs/job_logs.html", {"job": job, "tenant": job.tenant, "pods": logs.pods_of(job)}
-    )
+    pods = logs.pods_of(job)
+    context = {"job": job, "tenant": job.tenant, "pods": pods}
+    if pods:  # some replicas may have none (yet, or no longer)
+        context["podless"] = logs.replicas_without_pods(job, pods)
+    return render(request, "jobs/job_logs.html", context)
 
 
 @login_required

@@ -65,6 +65,25 @@ def test_a_researcher_launches_ddp_and_watches_it_run_and_complete(
             assert step in status
         page.screenshot(path=tmp_path / "job-done.png", full_page=True)
 
+        # Each pod's log, read through the API server (the test bed gives every simulated
+        # container one line). The master ending first ends the job (its policy), and Volcano
+        # then removes the workers' pods: the page says so for each replica it removed.
+        page.click("[data-testid=logs-link]")
+        page.wait_for_url(f"**/tenants/{slug}/jobs/ddp-browser/logs/")
+        pods = page.locator("[data-testid^=pod-]")
+        removed = page.locator("[data-testid^=podless-]")
+        assert pods.count() + removed.count() == 3
+        assert page.locator("[data-testid=pod-ddp-browser-master-0]").count() == 1
+        for n in range(pods.count()):
+            log = pods.nth(n).locator("[data-testid=log]")
+            page.wait_for_function("pre => pre.dataset.loaded === 'true'", arg=log.element_handle())
+            assert log.inner_text().strip() == (
+                "simulated container on a KWOK node: no log configured for this pod"
+            )
+        for n in range(removed.count()):
+            assert "Volcano removed it when the job ended" in removed.nth(n).inner_text()
+        page.screenshot(path=tmp_path / "job-logs.png", full_page=True)
+
 
 def test_the_launch_form_shows_field_errors(page, live_server, team, templates, transactional_db):
     sign_in(page, live_server.url, "bob", "pw-bob")
