@@ -139,6 +139,7 @@ def preview(tenant, user, version, overrides, name, volume):
 def job_detail(request, slug, name):
     job = get_job_for_user(request.user, slug, name)
     prefetch_related_objects([job], "endpoints")  # the page lists them, its manifests hold them
+    manifests = job_manifests(job)
     return render(
         request,
         "jobs/job_detail.html",
@@ -146,7 +147,8 @@ def job_detail(request, slug, name):
             "job": job,
             "tenant": job.tenant,
             "status": job_status(job),
-            "manifests": manifests_yaml(job_manifests(job)),
+            "manifests": manifests_yaml(manifests),
+            "manifest_count": len(manifests),
         },
     )
 

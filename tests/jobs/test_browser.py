@@ -59,6 +59,9 @@ def test_a_researcher_launches_ddp_and_watches_it_run_and_complete(
         assert "3 running" in page.locator("#job-status").inner_text()
         page.screenshot(path=tmp_path / "job-running.png", full_page=True)
         page.wait_for_selector("[data-testid=state]:has-text('Succeeded')", timeout=45_000)
+        # Once it ended, the page reloads: no Cancel any more, and its endpoint is closed.
+        page.wait_for_selector("[data-testid=endpoint-closed]", timeout=15_000)
+        assert page.get_by_role("button", name="Cancel").count() == 0
         status = page.locator("#job-status").inner_text()
         assert "Volcano phase Completed" in status
         for step in ("pending → running", "running → succeeded"):

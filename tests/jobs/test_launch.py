@@ -66,8 +66,9 @@ def test_the_job_page_shows_the_manifests_the_cluster_holds(
     job = launch(templates["pytorch-ddp"], name="shown-1", overrides={"gpus": 8})
     client.force_login(team["bob"])
     page = client.get(job.get_absolute_url()).content.decode()
-    shown = re.search(r"<h2>Applied manifests</h2>\s*<pre>(.*?)</pre>", page, re.S).group(1)
+    shown = re.search(r'<pre data-testid="manifests">(.*?)</pre>', page, re.S).group(1)
     documents = list(yaml.safe_load_all(html.unescape(shown)))
+    assert f"{len(documents)} objects, as the portal applies them" in page
     kinds = [d["kind"] for d in documents]
     assert kinds[:2] == ["PersistentVolumeClaim", "Job"], kinds
     ns = team["tenant"].namespace
