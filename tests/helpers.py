@@ -1,8 +1,12 @@
 """Small helpers shared by tests."""
 
+import contextlib
 import time
+from unittest import mock
 
 import pytest
+
+from k8s_adapters.client import Cluster
 
 
 def wait_for(predicate, timeout=15, interval=0.2, message="condition"):
@@ -27,3 +31,18 @@ def our_writes(obj):
         if m["manager"] == "gpu-portal"
     ]
     return obj["metadata"].get("generation"), times
+
+
+@contextlib.contextmanager
+def cluster_lists():
+    """Every LIST the portal sends to the API server meanwhile (in this process), as
+    (kind, its options)."""
+    calls = []
+    real = Cluster.list_with_version
+
+    def recording(self, api_version, kind, **options):
+        calls.append((kind, options))
+        return real(self, api_version, kind, **options)
+
+    with mock.patch.object(Cluster, "list_with_version", recording):
+        yield calls

@@ -21,7 +21,7 @@ from k8s_adapters.client import Cluster
 from k8s_adapters.events import TELLING_REASONS
 from k8s_adapters.tenant import QUEUE_API
 from k8s_adapters.volcano import VCJOB_API
-from tests.helpers import wait_for
+from tests.helpers import cluster_lists, wait_for
 from tests.jobs.conftest import job_pods, settle
 
 A100 = "NVIDIA-A100-SXM4-80GB"
@@ -110,7 +110,7 @@ def test_a_full_queue_keeps_the_job_pending_and_says_so(cluster, team, templates
 
 
 def test_jobs_waiting_in_one_namespace_share_one_read_of_its_events(
-    cluster, team, templates, launch, monkeypatch
+    cluster, team, templates, launch
 ):
     # The API server keeps no watch cache for Events: each LIST reads the namespace's whole
     # Event history from etcd. Reading why each waiting job waits with LISTs of its own cost
@@ -133,19 +133,12 @@ def test_jobs_waiting_in_one_namespace_share_one_read_of_its_events(
             job = settle(job, JobState.PENDING)
         assert job.pending_reason.startswith("The tenant's Volcano queue has no GPUs left")
         jobs[n] = job
-    reads = []
-    list_with_version = Cluster.list_with_version
-
-    def counting(self, api_version, kind, **options):
-        if kind == "Event":
-            reads.append(options.get("fields"))
-        return list_with_version(self, api_version, kind, **options)
-
-    monkeypatch.setattr(Cluster, "list_with_version", counting)
     time.sleep(tasks.PENDING_REASON_EVERY + 0.5)  # why each job waits is due to be read again
     Job.objects.filter(pk__in=[job.pk for job in jobs]).update(pending_reason="")
-    for job in jobs:
-        reconcile_job(job.pk)
+    with cluster_lists() as lists:
+        for job in jobs:
+            reconcile_job(job.pk)
+    reads = [options.get("fields") for kind, options in lists if kind == "Event"]
     for job in jobs:
         job.refresh_from_db()
         assert job.pending_reason.startswith("The tenant's Volcano queue has no GPUs left")

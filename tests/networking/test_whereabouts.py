@@ -8,7 +8,6 @@ import json
 import subprocess
 import time
 import uuid
-from unittest import mock
 
 import pytest
 from django.db import connection
@@ -17,14 +16,13 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from jobs import services as job_services
-from k8s_adapters.client import Cluster
 from k8s_adapters.multus import WHEREABOUTS_API
 from k8s_adapters.volcano import VCJOB_API
 from networking import services
 from networking.addresses import job_addresses
 from networking.models import IPPool
 from networking.tasks import reconcile_pool, remove_allocation
-from tests.helpers import wait_for
+from tests.helpers import cluster_lists, wait_for
 from tests.jobs.conftest import submitted
 from tests.processes import ROOT
 
@@ -275,14 +273,7 @@ def test_reserved_and_pinned_addresses_go_only_to_their_pods(
     assert body.json()["network_addresses"]["pods"][0]["interfaces"][0]["ips"] == ["10.93.0.2"]
 
     # The job list shows each job's own addresses, the tenant's pods read once for the page.
-    lists = []
-    real_list = Cluster.list
-
-    def counting(self, api_version, kind, **kwargs):
-        lists.append(kind)
-        return real_list(self, api_version, kind, **kwargs)
-
-    with mock.patch.object(Cluster, "list", counting):
+    with cluster_lists() as lists:
         listed = api(team["bob"]).get(f"/api/v1/tenants/{team['tenant'].slug}/jobs/").json()
     by_name = {job["name"]: job["network_addresses"] for job in listed["results"]}
     assert by_name[pinned_job.name]["pods"][0]["interfaces"][0]["ips"] == ["10.93.0.2"]
@@ -290,7 +281,7 @@ def test_reserved_and_pinned_addresses_go_only_to_their_pods(
     listed_ips = [ip for p in crowd_listed for i in p["interfaces"] for ip in i["ips"]]
     assert sorted(listed_ips) == sorted(free)
     assert [(p["pod"], p["problem"]) for p in crowd_listed] == [(p.pod, p.problem) for p in pods]
-    assert lists.count("Pod") == 1
+    assert [kind for kind, _ in lists].count("Pod") == 1
 
 
 # -- 200 pods at once on a /28 ----------------------------------------------------------------
