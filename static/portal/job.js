@@ -4,7 +4,7 @@
 (function () {
   const status = document.getElementById("job-status");
   if (!status || status.dataset.finished === "true") return;
-  document.body.addEventListener("htmx:afterSwap", function (event) {
+  document.body.addEventListener("htmx:afterSwap", function () {
     const swapped = document.getElementById("job-status");
     if (swapped && swapped.dataset.finished === "true") location.reload();
   });
