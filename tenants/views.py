@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -85,6 +86,7 @@ def tenant_detail(request, slug):
             "role": tenant.role_of(request.user),
             "add_form": AddMemberForm(),
             "roles": Role.choices,
+            "resync_seconds": settings.RESYNC_INTERVAL,
         },
     )
 
@@ -92,7 +94,8 @@ def tenant_detail(request, slug):
 @login_required
 def tenant_sync(request, slug):
     tenant = get_tenant_for_user(request.user, slug)
-    return render(request, "tenants/tenant_sync_row.html", {"tenant": tenant})
+    context = {"tenant": tenant, "resync_seconds": settings.RESYNC_INTERVAL}
+    return render(request, "tenants/tenant_sync_row.html", context)
 
 
 @login_required

@@ -67,6 +67,25 @@ def test_reconciling_twice_writes_nothing_the_second_time(cluster, create):
     assert before == after
 
 
+def test_the_page_dates_the_last_change_not_a_check_it_cannot_date(
+    cluster, create, admin_user, client, settings
+):
+    """A resync that finds nothing to change writes nothing, so the time the page shows is when
+    the tenant's state last changed: it must not read as the last check."""
+    tenant = create(gpu_quota=4)
+    client.force_login(admin_user)
+    reconcile_tenant(tenant.pk)  # a resync: nothing changes, nothing is written
+    page = client.get(f"/tenants/{tenant.slug}/").content.decode()
+    assert "in sync" in page
+    assert "last synced" not in page
+    assert f"unchanged for 0\xa0minutes; re-checked every {settings.RESYNC_INTERVAL} s" in page
+
+    services.update_tenant(tenant, actor=admin_user, gpu_quota=6)  # no worker runs it here
+    page = client.get(f"/tenants/{tenant.slug}/sync/").content.decode()
+    assert "waiting for a worker to apply the change" in page
+    assert "unchanged for" not in page
+
+
 def test_resync_repairs_objects_deleted_or_edited_by_hand(
     cluster, create, django_capture_on_commit_callbacks
 ):
