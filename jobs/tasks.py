@@ -150,7 +150,11 @@ def _ensure(job):
     # rest (its first run waits mostly for that). Applying them again is harmless should the
     # Volcano job exist after all (a run that created it stopped before recording it).
     applied = None if job.phase else _submission_volumes(cluster, job, objects[:-1])
-    vcjob = cluster.get(VCJOB_API, "Job", spec.name, spec.namespace)
+    # Still Submitting, no run recorded its Volcano job: it is created without a read first (a
+    # read on the path of every launch). One a run created before it stopped is read once
+    # Volcano refuses to create it again.
+    submitting = job.state == JobState.SUBMITTING
+    vcjob = None if submitting else cluster.get(VCJOB_API, "Job", spec.name, spec.namespace)
     if vcjob is None and job.phase:
         # It existed (we saw its phase) and is gone: a TTL cleanup or someone's delete. Never
         # create it again behind the user's back: it ends here, and can be relaunched.
@@ -180,12 +184,9 @@ def _ensure(job):
             _set(job, state=JobState.PENDING, pending_reason=reason)
             _ensure_endpoints(cluster, job)  # its URLs exist from the start
             raise Requeue(_claim_recheck_seconds(job))
-        vcjob = cluster.apply_one(objects[-1])
+        vcjob = _create_vcjob(cluster, job, objects[-1], read_first=not submitting)
         status = read_job(vcjob)
         _volumes_due(status.uid)  # just applied: the next runs need not
-        JobEvent.objects.create(
-            job=job, kind="submitted", message="Volcano job, workspace volume and secrets created."
-        )
     else:
         status = read_job(vcjob)
         if _volumes_due(status.uid) and applied is None:
@@ -194,6 +195,29 @@ def _ensure(job):
     if job.cancel_requested and status.phase not in ABORT_PHASES | {"Completed", "Failed"}:
         cluster.apply_one(build_abort_command(spec.namespace, spec.name, status.uid))
     return status
+
+
+def _create_vcjob(cluster, job, manifest, *, read_first):
+    """Create the job's Volcano job, and say so on its page. Unless it was read first, a refusal
+    may be Volcano's to change one that exists (Volcano lets only replicas and minAvailable
+    change): a run created it and stopped before recording it, or its apply timed out after
+    the API server took it. Then it is read, and its submission said once."""
+    try:
+        vcjob = cluster.apply_one(manifest)
+    except PermanentK8sError:
+        if read_first:
+            raise
+        vcjob = cluster.get(
+            VCJOB_API, "Job", manifest["metadata"]["name"], manifest["metadata"]["namespace"]
+        )
+        if vcjob is None:
+            raise
+        if job.events.filter(kind="submitted").exists():
+            return vcjob
+    JobEvent.objects.create(
+        job=job, kind="submitted", message="Volcano job, workspace volume and secrets created."
+    )
+    return vcjob
 
 
 def _submission_volumes(cluster, job, volumes):

@@ -22,7 +22,8 @@ from jobs.choices import JobState
 from jobs.models import Job, JobEvent
 from jobs.tasks import reconcile_job
 from k8s_adapters.names import ssh_keys_secret
-from k8s_adapters.volcano import VCJOB_API
+from k8s_adapters.volcano import VCJOB_API, build_job
+from k8s_adapters.waiting import wait_bound
 from portal.celery import app as celery_app
 from tests.conftest import ROOT, worker_process
 from tests.helpers import wait_for
@@ -121,6 +122,36 @@ def test_a_permanent_refusal_ends_in_error_with_the_reason(
     logged = [r for r in caplog.records if r.getMessage().startswith(f"reconcile job {job.pk}")]
     assert logged, "the failure was not logged"
     assert logged[0].exc_info  # the worker log has the object's key and the traceback
+
+
+def test_a_volcano_job_a_run_created_before_it_stopped_is_followed_not_refused(
+    cluster, team, templates
+):
+    # A job's first run creates its Volcano job without reading it first. A run that created
+    # it and stopped before recording it (or whose apply timed out after the API server took
+    # it) leaves one that Volcano's webhook refuses to create again: the next run follows it.
+    job, _ = services.launch_job(  # no run: the launch's transaction never commits here
+        team["tenant"],
+        team["bob"],
+        actor=team["bob"],
+        template_version=templates["single-gpu"],
+        name="half-done",
+    )
+    namespace = team["tenant"].namespace
+    *volumes, vcjob = build_job(job.job_spec())  # what that run applied
+    claims = [o for o in cluster.apply(volumes) if o["kind"] == "PersistentVolumeClaim"]
+    assert not wait_bound(cluster, namespace, claims, 30), "the claim never bound"
+    cluster.apply_one(vcjob)
+    assert Job.objects.get(pk=job.pk).state == JobState.SUBMITTING
+
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state in (JobState.PENDING, JobState.RUNNING), job.message
+    assert job.sync_message == ""
+    job = settle(job, JobState.RUNNING)
+    assert job.events.filter(kind="submitted").count() == 1
+    assert not job.events.filter(message__contains="error").exists()
+    assert len(cluster.list(VCJOB_API, "Job", namespace=namespace)) == 1
 
 
 RESOLVE_IN_THREADS = """
