@@ -139,8 +139,9 @@ def _check_queue(cluster, name):
 
 
 def _ensure(job):
-    """Create what is missing. An existing Volcano job is never re-applied: after creation
-    Volcano lets only replicas and minAvailable change, so a changed spec is a new job."""
+    """Create what is missing. An existing Volcano job is never changed: after creation
+    Volcano lets only replicas and minAvailable change, so a changed spec is a new job (and
+    Volcano refuses a second creation of one, see `_create_vcjob`)."""
     cluster = get_cluster()
     spec = job.job_spec()
     objects = build_job(spec)
