@@ -154,8 +154,10 @@ def _ensure(job):
     # Still Submitting, no run recorded its Volcano job: it is created without a read first (a
     # read on the path of every launch). One a run created before it stopped is read once
     # Volcano refuses to create it again.
-    submitting = job.state == JobState.SUBMITTING
-    vcjob = None if submitting else cluster.get(VCJOB_API, "Job", spec.name, spec.namespace)
+    if job.state == JobState.SUBMITTING:
+        vcjob = None
+    else:
+        vcjob = cluster.get(VCJOB_API, "Job", spec.name, spec.namespace)
     if vcjob is None and job.phase:
         # It existed (we saw its phase) and is gone: a TTL cleanup or someone's delete. Never
         # create it again behind the user's back: it ends here, and can be relaunched.
@@ -185,7 +187,7 @@ def _ensure(job):
             _set(job, state=JobState.PENDING, pending_reason=reason)
             _ensure_endpoints(cluster, job)  # its URLs exist from the start
             raise Requeue(_claim_recheck_seconds(job))
-        vcjob = _create_vcjob(cluster, job, objects[-1], read_first=not submitting)
+        vcjob = _create_vcjob(cluster, job, objects[-1])
         status = read_job(vcjob)
         _volumes_due(status.uid)  # just applied: the next runs need not
     else:
@@ -198,19 +200,16 @@ def _ensure(job):
     return status
 
 
-def _create_vcjob(cluster, job, manifest, *, read_first):
-    """Create the job's Volcano job, and say so on its page. Unless it was read first, a refusal
-    may be Volcano's to change one that exists (Volcano lets only replicas and minAvailable
-    change): a run created it and stopped before recording it, or its apply timed out after
-    the API server took it. Then it is read, and its submission said once."""
+def _create_vcjob(cluster, job, manifest):
+    """Create the job's Volcano job, and say so on its page. A refusal may be Volcano's to
+    change one that exists (Volcano lets only replicas and minAvailable change): a run created
+    it and stopped before recording it, or its apply timed out after the API server took it.
+    Then it is read, and its submission said once."""
     try:
         vcjob = cluster.apply_one(manifest)
     except PermanentK8sError:
-        if read_first:
-            raise
-        vcjob = cluster.get(
-            VCJOB_API, "Job", manifest["metadata"]["name"], manifest["metadata"]["namespace"]
-        )
+        meta = manifest["metadata"]
+        vcjob = cluster.get(VCJOB_API, "Job", meta["name"], meta["namespace"])
         if vcjob is None:
             raise
         if job.events.filter(kind="submitted").exists():
