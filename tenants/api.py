@@ -27,6 +27,15 @@ class TenantViewSet(
     serializer_class = TenantSerializer
     lookup_field = "slug"
 
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        # Writes are for platform admins, decided before any input is read (a tenant admin's
+        # PATCH learns nothing from its validation); outsiders get 404 for a tenant first.
+        if request.method not in permissions.SAFE_METHODS:
+            if "slug" in kwargs:
+                self.get_object()
+            require_platform_admin(request.user)
+
     def get_queryset(self):
         return Tenant.objects.for_user(self.request.user).prefetch_related("memberships")
 

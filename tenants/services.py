@@ -11,13 +11,14 @@ from django.utils import timezone
 from core.cluster import get_cluster, node_gpus
 from core.models import SyncState
 from core.reconcile import enqueue
+from core.unique import taken_is_invalid
 from k8s_adapters.errors import K8sError
 from k8s_adapters.quantity import to_decimal
-from k8s_adapters.tenant import namespace_tenant, quota_used
+from k8s_adapters.tenant import QUEUE_API, namespace_tenant, quota_used
 from k8s_adapters.volcano import FINISHED_PHASES, read_job
 
-from .choices import MembershipSource, TenantState
-from .constants import TENANT_FIELDS
+from .choices import MembershipSource, Role, TenantState
+from .constants import NAMESPACE_PREFIX, TENANT_FIELDS
 from .models import AuditEvent, Membership, Tenant
 
 # Other apps register callables tenant -> list of descriptions of what keeps it from being
@@ -69,6 +70,37 @@ def _check_namespace_is_ours(tenant: Tenant) -> None:
                 "slug": (
                     f"The namespace '{tenant.namespace}' already exists in the cluster and is not "
                     f"managed by the portal for this tenant. Choose another slug."
+                )
+            }
+        )
+
+
+def _check_parent_queue(tenant: Tenant, before: str = "") -> None:
+    """A parent queue is a department's queue that exists in the cluster, never a tenant's own
+    (jobs run in leaf queues: one given children would take no more jobs)."""
+    parent = tenant.parent_queue
+    if not parent or parent == before:
+        return
+    slug = parent.removeprefix(NAMESPACE_PREFIX)
+    if parent.startswith(NAMESPACE_PREFIX) and Tenant.objects.filter(slug=slug).exists():
+        raise ValidationError(
+            {
+                "parent_queue": (
+                    f"'{parent}' is the job queue of tenant {slug}; jobs run in "
+                    "leaf queues, so name a department's queue instead."
+                )
+            }
+        )
+    try:
+        exists = get_cluster().get(QUEUE_API, "Queue", parent) is not None
+    except K8sError:
+        return  # unreachable now: the reconciler checks again and records what it finds
+    if not exists:
+        raise ValidationError(
+            {
+                "parent_queue": (
+                    f"There is no Volcano queue '{parent}' in the cluster; create the "
+                    "department's queue first, or leave this empty."
                 )
             }
         )
@@ -137,8 +169,10 @@ def create_tenant(*, actor: Any, **fields: Any) -> Tenant:
     tenant = Tenant(**fields)
     tenant.full_clean()
     _check_namespace_is_ours(tenant)
+    _check_parent_queue(tenant)
     _check_guarantees(tenant)
-    tenant.save()
+    with taken_is_invalid("slug", f"A tenant with the slug '{tenant.slug}' already exists."):
+        tenant.save()
     record(actor, "tenant.create", tenant, tenant=tenant, after=tenant_snapshot(tenant))
     _reconcile(tenant)
     return tenant
@@ -155,6 +189,7 @@ def update_tenant(tenant: Tenant, *, actor: Any, **changes: Any) -> Tenant:
         setattr(tenant, name, value)
     tenant.full_clean()
     _check_not_below_usage(tenant, before)
+    _check_parent_queue(tenant, before["parent_queue"])
     _check_guarantees(tenant)
     after = tenant_snapshot(tenant)
     if after == before:
@@ -214,13 +249,42 @@ def _membership_snapshot(membership: Membership) -> dict[str, str]:
     }
 
 
+def _writable(tenant: Tenant) -> Tenant:
+    """The tenant, locked until the transaction ends (member changes of one tenant take turns,
+    so two admins demoting each other cannot both succeed); refused when archived."""
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if tenant.is_archived:
+        raise ValidationError("This tenant is archived; its members cannot be changed.")
+    return tenant
+
+
+def _check_keeps_an_admin(membership: Membership) -> None:
+    """A tenant never loses its last admin by a change in the portal: nobody would be left to
+    manage its members. (Members from SSO groups follow the provider's claims.)"""
+    if membership.role != Role.ADMIN:
+        return
+    others = Membership.objects.filter(tenant=membership.tenant_id, role=Role.ADMIN)
+    if not others.exclude(pk=membership.pk).exists():
+        raise ValidationError(
+            {
+                "role": (
+                    f"{membership.user.username} is the only admin of {membership.tenant.slug}; "
+                    "make another member admin first."
+                )
+            }
+        )
+
+
 @transaction.atomic
 def add_member(
     tenant: Tenant, user: Any, role: str, *, actor: Any, source: str = MembershipSource.MANUAL
 ) -> Membership:
+    tenant = _writable(tenant)
+    taken = f"{user.username} is already a member of {tenant.slug}."
     if Membership.objects.filter(tenant=tenant, user=user).exists():
-        raise ValidationError({"user": f"{user.username} is already a member of {tenant.slug}."})
-    membership = Membership.objects.create(tenant=tenant, user=user, role=role, source=source)
+        raise ValidationError({"username": taken})
+    with taken_is_invalid("username", taken):
+        membership = Membership.objects.create(tenant=tenant, user=user, role=role, source=source)
     record(
         actor, "membership.add", membership, tenant=tenant, after=_membership_snapshot(membership)
     )
@@ -229,9 +293,16 @@ def add_member(
 
 @transaction.atomic
 def change_member_role(membership: Membership, role: str, *, actor: Any) -> Membership:
+    _writable(membership.tenant)
+    current = Membership.objects.select_related("user", "tenant").filter(pk=membership.pk).first()
+    if current is None:
+        raise ValidationError(f"{membership.user.username} is no longer a member.")
+    membership = current
     before = _membership_snapshot(membership)
     if membership.role == role:
         return membership
+    if role != Role.ADMIN:
+        _check_keeps_an_admin(membership)
     membership.role = role
     membership.save(update_fields=["role"])
     record(
@@ -247,6 +318,12 @@ def change_member_role(membership: Membership, role: str, *, actor: Any) -> Memb
 
 @transaction.atomic
 def remove_member(membership: Membership, *, actor: Any) -> None:
+    _writable(membership.tenant)
+    current = Membership.objects.select_related("user", "tenant").filter(pk=membership.pk).first()
+    if current is None:
+        return  # removed meanwhile: what was asked is done
+    membership = current
+    _check_keeps_an_admin(membership)
     before = _membership_snapshot(membership)
     membership.delete()
     record(actor, "membership.remove", membership, tenant=membership.tenant, before=before)

@@ -75,7 +75,10 @@ def tenant_edit(request, slug):
 
 @login_required
 def tenant_detail(request, slug):
-    tenant = get_tenant_for_user(request.user, slug)
+    return _detail(request, get_tenant_for_user(request.user, slug), AddMemberForm())
+
+
+def _detail(request, tenant, add_form, status=200):
     memberships = tenant.memberships.select_related("user").order_by("user__username")
     return render(
         request,
@@ -84,10 +87,11 @@ def tenant_detail(request, slug):
             "tenant": tenant,
             "memberships": memberships,
             "role": tenant.role_of(request.user),
-            "add_form": AddMemberForm(),
+            "add_form": add_form,
             "roles": Role.choices,
             "resync_seconds": settings.RESYNC_INTERVAL,
         },
+        status=status,
     )
 
 
@@ -123,27 +127,40 @@ def member_add(request, slug):
     form = AddMemberForm(request.POST)
     if form.is_valid():
         try:
-            services.add_member(
+            membership = services.add_member(
                 tenant, form.cleaned_data["username"], form.cleaned_data["role"], actor=request.user
             )
         except ValidationError as exc:
             apply_errors(form, exc)
-    if form.errors:
-        messages.error(request, " ".join(e for errs in form.errors.values() for e in errs))
-    return redirect(tenant)
+        else:
+            messages.success(
+                request,
+                f"{membership.user.username} added to {slug} as {membership.get_role_display()}.",
+            )
+            return redirect(tenant)
+    return _detail(request, tenant, form, status=400)  # what was typed stays, with the errors
 
 
 @login_required
 @require_POST
 def member_update(request, slug, membership_id):
     membership = get_membership_for_user(request.user, slug, membership_id)
-    if "remove" in request.POST:
-        services.remove_member(membership, actor=request.user)
-        messages.success(request, f"{membership.user.username} removed from {slug}.")
-    else:
-        form = RoleForm(request.POST)
-        if form.is_valid():
-            services.change_member_role(membership, form.cleaned_data["role"], actor=request.user)
+    try:
+        if "remove" in request.POST:
+            services.remove_member(membership, actor=request.user)
+            messages.success(request, f"{membership.user.username} removed from {slug}.")
+        else:
+            form = RoleForm(request.POST)
+            if not form.is_valid():
+                raise ValidationError("Choose a role: tenant admin, researcher or viewer.")
+            changed = services.change_member_role(
+                membership, form.cleaned_data["role"], actor=request.user
+            )
+            messages.success(
+                request, f"{changed.user.username} is now {changed.get_role_display()} in {slug}."
+            )
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
     return redirect("tenants:detail", slug=slug)
 
 

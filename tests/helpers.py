@@ -1,10 +1,12 @@
 """Small helpers shared by tests."""
 
 import contextlib
+import threading
 import time
 from unittest import mock
 
 import pytest
+from django.db import connection
 
 from k8s_adapters.client import Cluster
 
@@ -46,3 +48,28 @@ def cluster_lists():
 
     with mock.patch.object(Cluster, "list_with_version", recording):
         yield calls
+
+
+def at_once(count, call):
+    """`call()` from `count` threads released together, each on its own database connection
+    (the test needs `transactional_db`); their results in no particular order. What two
+    browsers or scripts do when they send the same request in the same instant."""
+    gate = threading.Barrier(count)
+    results, errors = [], []
+
+    def one():
+        try:
+            gate.wait(timeout=30)
+            results.append(call())
+        except Exception as exc:  # noqa: BLE001  (reported below, with the others)
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    return results

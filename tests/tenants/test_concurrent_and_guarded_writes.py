@@ -1,0 +1,204 @@
+"""Writes that a careless or hostile client gets wrong: the same request sent twice at once, a
+tenant left without an admin, an archived tenant changed, a parent queue that cannot be one, a
+refusal that gives away what exists. Each answer is a field error that says what to fix."""
+
+import uuid
+
+import pytest
+from rest_framework.test import APIClient
+
+from k8s_adapters.tenant import QUEUE_API
+from tenants import services
+from tenants.choices import Role, TenantState
+from tenants.models import AuditEvent, Membership, Tenant
+from tests.helpers import at_once
+
+pytestmark = pytest.mark.django_db
+
+
+def api(user):
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+def members_url(tenant, pk=""):
+    return f"/api/v1/tenants/{tenant.slug}/members/" + (f"{pk}/" if pk else "")
+
+
+def test_a_tenants_only_admin_can_neither_step_down_nor_leave(people, client):
+    vision, alice = people["vision"], people["alice"]
+    own = Membership.objects.get(tenant=vision, user=alice)
+    answer = api(alice).patch(members_url(vision, own.pk), {"role": "viewer"}, format="json")
+    assert answer.status_code == 400
+    assert answer.json()["errors"]["role"][0]["message"] == (
+        f"alice is the only admin of {vision.slug}; make another member admin first."
+    )
+    assert api(alice).delete(members_url(vision, own.pk)).status_code == 400
+    client.force_login(alice)  # the page says the same
+    page = client.post(
+        f"/tenants/{vision.slug}/members/{own.pk}/", {"remove": "1"}, follow=True
+    ).content.decode()
+    assert "alice is the only admin of" in page
+    own.refresh_from_db()
+    assert own.role == Role.ADMIN
+    assert not AuditEvent.objects.filter(action__startswith="membership.").exists()
+
+    bob = Membership.objects.get(tenant=vision, user=people["bob"])
+    promoted = api(alice).patch(members_url(vision, bob.pk), {"role": "admin"}, format="json")
+    assert promoted.status_code == 200
+    assert api(alice).delete(members_url(vision, own.pk)).status_code == 204  # now she may
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_admins_stepping_down_at_once_leave_one_admin(people):
+    vision = people["vision"]
+    bob = Membership.objects.get(tenant=vision, user=people["bob"])
+    services.change_member_role(bob, Role.ADMIN, actor=people["alice"])
+    admins = list(Membership.objects.filter(tenant=vision, role=Role.ADMIN))
+    calls = iter(admins)
+
+    def step_down():
+        membership = next(calls)
+        return api(membership.user).patch(
+            members_url(vision, membership.pk), {"role": "researcher"}, format="json"
+        )
+
+    answers = at_once(2, step_down)
+    assert sorted(a.status_code for a in answers) == [200, 400]
+    assert Membership.objects.filter(tenant=vision, role=Role.ADMIN).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_member_added_twice_at_once_is_one_member_and_field_errors(people):
+    vision, alice = people["vision"], people["alice"]
+
+    def add():
+        return api(alice).post(
+            members_url(vision), {"username": "charlie", "role": "viewer"}, format="json"
+        )
+
+    answers = at_once(6, add)
+    assert sorted(a.status_code for a in answers) == [201] + [400] * 5
+    for answer in answers:
+        if answer.status_code == 400:
+            assert answer.json()["errors"]["username"][0]["message"] == (
+                f"charlie is already a member of {vision.slug}."
+            )
+    assert Membership.objects.filter(tenant=vision, user=people["charlie"]).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_tenant_created_twice_at_once_is_one_tenant_and_field_errors(admin_user, new_slug):
+    slug = new_slug("race")
+
+    def create():
+        return api(admin_user).post(
+            "/api/v1/tenants/", {"slug": slug, "display_name": "Race"}, format="json"
+        )
+
+    answers = at_once(4, create)
+    assert sorted(a.status_code for a in answers) == [201, 400, 400, 400]
+    for answer in answers:
+        if answer.status_code == 400:
+            assert "already exists" in answer.json()["errors"]["slug"][0]["message"]
+    assert Tenant.objects.filter(slug=slug).count() == 1
+    assert AuditEvent.objects.filter(action="tenant.create").count() == 1
+
+
+def test_an_archived_tenants_members_stay_as_they_were(people):
+    vision, alice = people["vision"], people["alice"]
+    Tenant.objects.filter(pk=vision.pk).update(state=TenantState.ARCHIVED)
+    added = api(alice).post(
+        members_url(vision), {"username": "charlie", "role": "viewer"}, format="json"
+    )
+    assert added.status_code == 400
+    assert added.json()["detail"] == "This tenant is archived; its members cannot be changed."
+    bob = Membership.objects.get(tenant=vision, user=people["bob"])
+    assert api(alice).delete(members_url(vision, bob.pk)).status_code == 400
+    assert set(vision.memberships.values_list("user__username", flat=True)) == {
+        "alice",
+        "bob",
+        "dave",
+    }
+
+
+def test_a_tenant_change_is_refused_before_its_input_is_read(people):
+    """A tenant admin learns nothing from the validation of a change that is not theirs to make,
+    and someone outside the tenant learns nothing of it at all."""
+    url = f"/api/v1/tenants/{people['vision'].slug}/"
+    for body in ({"gpu_quota": "abc"}, {"gpu_quota": 4}, {"parent_queue": "no such queue"}):
+        answer = api(people["alice"]).patch(url, body, format="json")
+        assert answer.status_code == 403, answer.json()
+        assert answer.json()["detail"] == "Only platform admins can do this."
+        assert api(people["charlie"]).patch(url, body, format="json").status_code == 404
+    assert api(people["alice"]).post("/api/v1/tenants/", {}, format="json").status_code == 403
+
+
+def test_a_parent_queue_is_a_departments_queue_that_exists(admin_user, people, cluster):
+    vision, nlp = people["vision"], people["nlp"]
+
+    def refused(parent):
+        with pytest.raises(services.ValidationError) as caught:
+            services.update_tenant(vision, actor=admin_user, parent_queue=parent)
+        return caught.value.message_dict["parent_queue"][0]
+
+    assert refused(nlp.queue_name) == (
+        f"'{nlp.queue_name}' is the job queue of tenant {nlp.slug}; jobs run in leaf queues, "
+        "so name a department's queue instead."
+    )
+    missing = f"dept-{uuid.uuid4().hex[:6]}"
+    assert refused(missing) == (
+        f"There is no Volcano queue '{missing}' in the cluster; create the department's queue "
+        "first, or leave this empty."
+    )
+    cluster.apply(
+        [
+            {
+                "apiVersion": QUEUE_API,
+                "kind": "Queue",
+                "metadata": {"name": missing},
+                "spec": {"weight": 1, "reclaimable": True},
+            }
+        ]
+    )
+    try:
+        services.update_tenant(vision, actor=admin_user, parent_queue=missing)
+        vision.refresh_from_db()
+        assert vision.parent_queue == missing
+    finally:
+        cluster.delete(QUEUE_API, "Queue", missing)
+
+
+def test_the_member_form_keeps_what_was_typed_with_the_error_and_says_what_it_did(people, client):
+    vision = people["vision"]
+    client.force_login(people["alice"])
+    page = client.post(
+        f"/tenants/{vision.slug}/members/", {"username": "nosuchuser", "role": "viewer"}
+    )
+    assert page.status_code == 400
+    text = page.content.decode()
+    assert "No user &#x27;nosuchuser&#x27;" in text
+    assert 'value="nosuchuser"' in text  # not lost
+    added = client.post(
+        f"/tenants/{vision.slug}/members/", {"username": "charlie", "role": "viewer"}, follow=True
+    ).content.decode()
+    assert f"charlie added to {vision.slug} as Viewer." in added
+    charlie = Membership.objects.get(tenant=vision, user=people["charlie"])
+    changed = client.post(
+        f"/tenants/{vision.slug}/members/{charlie.pk}/", {"role": "researcher"}, follow=True
+    ).content.decode()
+    assert f"charlie is now Researcher in {vision.slug}." in changed
+    made_up = client.post(
+        f"/tenants/{vision.slug}/members/{charlie.pk}/", {"role": "owner"}, follow=True
+    ).content.decode()
+    assert "Choose a role: tenant admin, researcher or viewer." in made_up
+    charlie.refresh_from_db()
+    assert charlie.role == Role.RESEARCHER
+
+
+def test_a_refused_page_says_why(people, client):
+    client.force_login(people["alice"])
+    page = client.get("/console/")
+    assert page.status_code == 403
+    assert "Only platform admins can do this." in page.content.decode()
