@@ -3,9 +3,12 @@ import binascii
 import hashlib
 import secrets
 
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 
 TOKEN_PREFIX = "gpp_"  # noqa: S105  (a prefix, not a secret)
@@ -68,8 +71,26 @@ SSH_KEY_TYPES = (
 )
 
 
+# A 16384-bit RSA key's line is under 3,000 characters; jobs get every key of their owner in
+# one Secret (at most 1 MiB), so a user's keys are bounded in size and number.
+MAX_SSH_KEY_LENGTH = 8192
+MAX_SSH_KEYS = 20
+
+
 def validate_ssh_public_key(value):
-    parts = value.strip().split()
+    text = value.strip()
+    if len(text) > MAX_SSH_KEY_LENGTH:
+        raise ValidationError(
+            f"A public key is one line of at most {MAX_SSH_KEY_LENGTH} characters (this has "
+            f"{len(text)}); paste the .pub file's line.",
+            code="invalid_ssh_key",
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValidationError(
+            "Paste the key as one line (the .pub file), with no line breaks or control characters.",
+            code="invalid_ssh_key",
+        )
+    parts = text.split()
     if len(parts) < 2 or parts[0] not in SSH_KEY_TYPES:
         raise ValidationError(
             "Paste an OpenSSH public key such as 'ssh-ed25519 AAAA... you@host' "
@@ -82,6 +103,13 @@ def validate_ssh_public_key(value):
         raise ValidationError("The key's base64 part is damaged.", code="invalid_ssh_key") from exc
     if not blob[4 : 4 + len(parts[0])] == parts[0].encode():
         raise ValidationError("The key's type does not match its contents.", code="invalid_ssh_key")
+    try:
+        load_ssh_public_key(f"{parts[0]} {parts[1]}".encode())
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise ValidationError(
+            "The key is incomplete or damaged: paste the whole line of the .pub file.",
+            code="invalid_ssh_key",
+        ) from exc
 
 
 class SSHKey(models.Model):
@@ -100,3 +128,19 @@ class SSHKey(models.Model):
 
     def __str__(self):
         return self.name
+
+
+@transaction.atomic
+def add_ssh_key(user, name, public_key):
+    """Add a key to the user's, within the bound on their number (keys added at once take turns
+    on the user's row)."""
+    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+    if SSHKey.objects.filter(user=user).count() >= MAX_SSH_KEYS:
+        raise ValidationError(
+            {
+                "public_key": (
+                    f"You have {MAX_SSH_KEYS} keys, the most one may have; delete one first."
+                )
+            }
+        )
+    return SSHKey.objects.create(user=user, name=name, public_key=public_key.strip())

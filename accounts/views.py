@@ -5,6 +5,7 @@ from datetime import timedelta
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
@@ -13,7 +14,7 @@ from rest_framework.response import Response
 
 from core.fields import ID_REGEX
 
-from .models import ApiToken, SSHKey
+from .models import ApiToken, SSHKey, add_ssh_key
 
 
 class SSHKeyForm(forms.ModelForm):
@@ -38,11 +39,13 @@ def profile(request):
     token_form = TokenForm(request.POST if "add_token" in request.POST else None)
     new_token = None
     if key_form.is_bound and key_form.is_valid():
-        key = key_form.save(commit=False)
-        key.user = request.user
-        key.save()
-        messages.success(request, f"SSH key {key.name} added; new jobs mount it.")
-        return redirect("profile")
+        try:
+            key = add_ssh_key(request.user, **key_form.cleaned_data)
+        except ValidationError as exc:
+            key_form.add_error("public_key", exc.message_dict["public_key"])
+        else:
+            messages.success(request, f"SSH key {key.name} added; new jobs mount it.")
+            return redirect("profile")
     if token_form.is_bound and token_form.is_valid():
         _, new_token = issue_token(
             request.user, token_form.cleaned_data["name"], token_form.cleaned_data["days"]
@@ -91,7 +94,7 @@ class SSHKeyViewSet(viewsets.ModelViewSet):
         return SSHKey.objects.filter(user=self.request.user)
 
     def perform_create(self, serializer):
-        serializer.save(user=self.request.user)
+        serializer.instance = add_ssh_key(self.request.user, **serializer.validated_data)
 
 
 class TokenSerializer(serializers.ModelSerializer):

@@ -1,7 +1,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from accounts.models import ApiToken, SSHKey
+from accounts.models import MAX_SSH_KEYS, ApiToken, SSHKey
 from tests.tenants.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -51,3 +51,41 @@ def test_a_token_is_shown_once_then_works_until_revoked_in_the_browser(bob_clien
     token = ApiToken.objects.get(user=bob)
     client.post(f"/profile/tokens/{token.pk}/revoke/")
     assert bearer.get("/api/v1/tenants/").status_code == 401
+
+
+def test_an_ssh_key_is_one_whole_line_of_bounded_size(bob_client, client):
+    """Every key of a user goes into each of their jobs (one Secret of at most 1 MiB, lines of
+    authorized_keys): a key that is not one whole public key is refused when added, not when a
+    job fails to start."""
+    bob, api = bob_client
+    kind, blob, _ = ED25519.split()
+    refused = {
+        f"{kind} {blob} " + "x" * 9000: "one line of at most 8192 characters",
+        f"{kind} {blob} bob\nssh-rsa AAAA attacker": "with no line breaks",
+        f"{kind} AAAAC3NzaC1lZDI1NTE5 bob": "incomplete or damaged",
+        f"{kind} {blob[:-8]} bob": "damaged",
+    }
+    for key, words in refused.items():
+        answer = api.post("/api/v1/me/ssh-keys/", {"name": "k", "public_key": key}, format="json")
+        assert answer.status_code == 400, key[:80]
+        assert words in answer.json()["errors"]["public_key"][0]["message"]
+    client.force_login(bob)
+    page = client.post(
+        "/profile/", {"add_key": "1", "name": "k", "public_key": f"{kind} AAAAC3NzaC1lZDI1NTE5"}
+    ).content.decode()
+    assert "incomplete or damaged" in page
+    assert not SSHKey.objects.filter(user=bob).exists()
+
+    for i in range(MAX_SSH_KEYS):
+        added = api.post("/api/v1/me/ssh-keys/", {"name": f"k{i}", "public_key": ED25519})
+        assert added.status_code == 201
+    one_more = api.post("/api/v1/me/ssh-keys/", {"name": "extra", "public_key": ED25519})
+    assert one_more.status_code == 400
+    assert one_more.json()["errors"]["public_key"][0]["message"] == (
+        f"You have {MAX_SSH_KEYS} keys, the most one may have; delete one first."
+    )
+    page = client.post(
+        "/profile/", {"add_key": "1", "name": "extra", "public_key": ED25519}
+    ).content.decode()
+    assert "the most one may have" in page
+    assert SSHKey.objects.filter(user=bob).count() == MAX_SSH_KEYS
