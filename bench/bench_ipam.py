@@ -63,7 +63,9 @@ def report(name, value, samples):
 
 
 def main():
-    owner, _ = get_user_model().objects.get_or_create(username="bench-admin")
+    owner, _ = get_user_model().objects.get_or_create(
+        username="bench-admin", defaults={"is_staff": True}
+    )
     tenant = Tenant.objects.create(slug=f"bench-ipam-{uuid.uuid4().hex[:6]}", display_name="B")
     pool = services.create_pool(
         actor=owner,

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -49,6 +49,19 @@ class PoolSerializer(serializers.ModelSerializer):
         ]
         return [c.__dict__ for c in find(pool, reservations, IPPool.objects.all())]
 
+    def to_representation(self, pool):
+        """Members of a tenant see a pool open to it, not who else uses it: the other tenants,
+        Whereabouts' allocations (pods of other namespaces) and reservation conflicts (their
+        owners) are for platform admins."""
+        data = super().to_representation(pool)
+        request = self.context.get("request")
+        if request is not None and not request.user.is_staff:
+            visible = set(Tenant.objects.for_user(request.user).values_list("slug", flat=True))
+            data["tenants"] = [slug for slug in data["tenants"] if slug in visible]
+            data["observed_allocations"] = type(data["observed_allocations"])()
+            data["conflicts"] = []
+        return data
+
 
 class ReservationSerializer(serializers.ModelSerializer):
     ip = serializers.IPAddressField(required=False, allow_null=True)
@@ -83,6 +96,15 @@ class PoolViewSet(
     lookup_value_regex = NAME_REGEX
     serializer_class = PoolSerializer
     lookup_field = "name"
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        # Writes are decided before any input is read: an outsider learns nothing from the
+        # validation of what they sent (which tenant slugs exist, for one).
+        if request.method not in permissions.SAFE_METHODS:
+            if "name" in kwargs:
+                self.get_object()  # 404 for a pool the user may not see
+            require_platform_admin(request.user)
 
     def get_queryset(self):
         pools = IPPool.objects.prefetch_related("tenants")

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from core.reconcile import enqueue, send
+from core.unique import taken_is_invalid
 from tenants.services import record
 
 from . import ipmath
@@ -84,7 +85,8 @@ def _validate(pool: IPPool) -> None:
 def create_pool(*, actor: Any, tenants: Iterable[Tenant] = (), **fields: Any) -> IPPool:
     pool = IPPool(**fields)
     _validate(pool)
-    pool.save()
+    with taken_is_invalid("name", f"An IP pool named '{pool.name}' already exists."):
+        pool.save()
     pool.tenants.set(tenants)
     record(actor, "ip_pool.create", pool, after=snapshot(pool))
     _reconcile(pool)
@@ -130,6 +132,10 @@ def reserve_address(
     pool = IPPool.objects.select_for_update().get(pk=pool.pk)
     if not pool.tenants.filter(pk=tenant.pk).exists():
         raise ValidationError({"pool": f"Tenant {tenant.slug} may not use pool {pool.name}."})
+    if not owner.is_staff and not tenant.memberships.filter(user=owner).exists():
+        raise ValidationError(
+            {"owner": f"{owner.username} is not a member of {tenant.slug}; add them first."}
+        )
     allocated = allocated_now(pool)
     if address is None:
         value = first_free(pool, in_use=allocated)

@@ -1,12 +1,14 @@
 """IP pools in the browser and the API: platform admins manage them, members see theirs."""
 
+import uuid
+
 import pytest
 from rest_framework.test import APIClient
 
 from k8s_adapters.multus import NAD_API
 from networking import services
 from networking.models import IPPool
-from tenants.models import AuditEvent
+from tenants.models import AuditEvent, Tenant
 from tests.conftest import sign_in
 
 NAD = "NetworkAttachmentDefinition"
@@ -74,6 +76,42 @@ def test_the_api_refuses_bad_pools_with_field_errors_and_answers_409_when_full(t
     assert full.status_code == 409
     assert full.json()["detail"] == "Pool mgmt-a has no free address left."
     assert AuditEvent.objects.filter(action="ip_reservation.create").count() == 3
+
+
+@pytest.mark.django_db
+def test_a_member_sees_a_shared_pool_without_who_else_uses_it(team, admin):
+    """A pool open to two tenants: a member of one sees neither the other tenant nor the
+    addresses its pods hold; a tenant admin's change is refused before it is read."""
+    other = Tenant.objects.create(slug=f"other-{uuid.uuid4().hex[:6]}", display_name="Other")
+    pool = services.create_pool(actor=admin, tenants=[team["tenant"], other], **POOL)
+    IPPool.objects.filter(pk=pool.pk).update(
+        observed_allocations=[{"address": "10.88.0.10", "podref": f"{other.namespace}/secret-pod"}]
+    )
+    seen = api(team["bob"]).get("/api/v1/ip-pools/mgmt-a/").json()
+    assert seen["tenants"] == [team["tenant"].slug]
+    assert seen["observed_allocations"] == []
+    assert "secret-pod" not in str(seen)
+    everything = api(admin).get("/api/v1/ip-pools/mgmt-a/").json()
+    assert sorted(everything["tenants"]) == sorted([team["tenant"].slug, other.slug])
+    assert "secret-pod" in str(everything["observed_allocations"])
+    for body in ({"tenants": ["no-such-tenant"]}, {"tenants": [other.slug]}, {"vlan": "x"}):
+        answer = api(team["alice"]).patch("/api/v1/ip-pools/mgmt-a/", body, format="json")
+        assert answer.status_code == 403, answer.json()
+        assert answer.json()["detail"] == "Only platform admins can do this."
+    assert api(team["charlie"]).patch("/api/v1/ip-pools/mgmt-a/", {}).status_code == 404
+
+
+@pytest.mark.django_db
+def test_an_address_is_reserved_only_for_a_member_of_its_tenant(team, admin):
+    services.create_pool(actor=admin, tenants=[team["tenant"]], **POOL)
+    url = "/api/v1/ip-pools/mgmt-a/reservations/"
+    answer = api(admin).post(url, {"tenant": team["tenant"].slug, "owner": "charlie"})
+    assert answer.status_code == 400
+    assert answer.json()["errors"]["owner"][0]["message"] == (
+        f"charlie is not a member of {team['tenant'].slug}; add them first."
+    )
+    assert not services.IPReservation.objects.exists()
+    assert api(admin).post(url, {"tenant": team["tenant"].slug, "owner": "dave"}).status_code == 201
 
 
 @pytest.mark.browser

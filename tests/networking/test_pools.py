@@ -146,6 +146,7 @@ def test_shrinking_below_live_reservations_is_refused_listing_them(make_pool, te
     pool = make_pool()
     pool.tenants.add(tenant)
     bob = make_user("bob")
+    tenant.memberships.create(user=bob, role="researcher")
     services.reserve_address(pool, tenant=tenant, owner=bob, actor=admin, address="10.20.0.150")
     with pytest.raises(ValidationError) as caught:
         services.update_pool(pool, actor=admin, range_end="10.20.0.100")
