@@ -17,3 +17,16 @@ def validate_dns1123_label(value: str, *, max_length: int = 63) -> None:
             "digit (a DNS-1123 label), for example 'vision-lab'.",
             code="invalid_dns1123",
         )
+
+
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def validate_storage_class_name(value: str) -> None:
+    """The name of a StorageClass (a DNS-1123 subdomain): checked before a claim is written,
+    so a typo is a field error, not a claim the API server refuses later."""
+    if len(value) > 253 or not DNS1123_SUBDOMAIN.match(value):
+        raise ValidationError(
+            "Name a StorageClass: lowercase letters, digits, '-' and '.', for example 'fast-nvme'.",
+            code="invalid_storage_class",
+        )

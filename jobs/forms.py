@@ -81,7 +81,9 @@ class LaunchForm(forms.Form):
 
 class TemplateForm(forms.Form):
     name = forms.CharField(max_length=50)
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    description = forms.CharField(
+        required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2})
+    )
     spec = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 24, "spellcheck": "false"}),
         help_text="YAML: image, command, tasks, expose, volumes, ...",
@@ -105,4 +107,4 @@ class TemplateForm(forms.Form):
 class DataVolumeForm(forms.Form):
     name = forms.CharField(max_length=63)
     size_gib = forms.IntegerField(min_value=1, max_value=100_000, label="Size (GiB)")
-    storage_class = forms.CharField(required=False, max_length=63)
+    storage_class = forms.CharField(required=False, max_length=253)

@@ -174,7 +174,7 @@ class TemplateWriteSerializer(serializers.Serializer):
     tenant = serializers.CharField(
         required=False, allow_blank=True, help_text="Tenant slug; empty for a global template."
     )
-    description = serializers.CharField(required=False, allow_blank=True)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     spec = serializers.DictField()
     overridable = serializers.ListField(child=serializers.CharField(), required=False)
 

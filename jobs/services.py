@@ -15,7 +15,10 @@ from django.utils import timezone
 from accounts.models import SSHKey
 from core.cluster import node_gpus
 from core.reconcile import enqueue
+from core.unique import taken_is_invalid
 from networking import attach
+from tenants.access import has_role
+from tenants.choices import Role
 from tenants.models import Tenant
 from tenants.services import record
 
@@ -348,6 +351,12 @@ def _check_volume_fits(tenant: Tenant, size_gib: int, *, replacing: int = 0) -> 
 def create_data_volume(
     tenant: Tenant, *, name: str, size_gib: int, actor: Any, storage_class: str = ""
 ) -> DataVolume:
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)  # one creation at a time
+    if tenant.is_archived:
+        raise ValidationError("This tenant is archived; it cannot get new volumes.")
+    taken = f"A volume named '{name}' already exists in {tenant.slug}."
+    if DataVolume.objects.filter(tenant=tenant, name=name).exists():
+        raise ValidationError({"name": [ValidationError(taken, code="duplicate")]})
     volume = DataVolume(
         tenant=tenant, name=name, size_gib=size_gib, storage_class=storage_class, created_by=actor
     )
@@ -363,8 +372,9 @@ def create_data_volume(
         )
     if not 1 <= size_gib <= specs.MAX_DISK_GIB:
         raise ValidationError({"size_gib": f"Use between 1 and {specs.MAX_DISK_GIB} GiB."})
-    _check_volume_fits(Tenant.objects.select_for_update().get(pk=tenant.pk), size_gib)
-    volume.save()
+    _check_volume_fits(tenant, size_gib)
+    with taken_is_invalid("name", taken):
+        volume.save()
     record(
         actor,
         "data_volume.create",
@@ -419,6 +429,43 @@ def delete_data_volume(volume: DataVolume, *, actor: Any, except_job: Job | None
 # -- templates ------------------------------------------------------------------------------
 
 
+def may_add_version(template: JobTemplate, actor: Any) -> bool:
+    """Whether `actor` may save a new version of `template` (the pages offer it only then): a
+    global one is a platform admin's; a tenant's is its creator's or a tenant admin's."""
+    tenant = template.tenant
+    if tenant is None:
+        return bool(actor.is_staff)
+    return template.created_by_id == actor.pk or has_role(tenant.role_of(actor), Role.ADMIN)
+
+
+def _check_may_save(template: JobTemplate, created: bool, tenant: Tenant, actor: Any) -> None:
+    """A tenant's template is versioned by whoever created it or a tenant admin; one named like
+    a global template (which it then replaces in the tenant's launches) is a tenant admin's
+    to create. A researcher's save changes no colleague's launches."""
+    if has_role(tenant.role_of(actor), Role.ADMIN):
+        return
+    if created and JobTemplate.objects.filter(tenant__isnull=True, name=template.name).exists():
+        raise ValidationError(
+            {
+                "name": (
+                    f"'{template.name}' is a global template; a tenant template of that name "
+                    "would replace it in every launch of the tenant. Choose another name, or ask "
+                    "a tenant admin."
+                )
+            }
+        )
+    if not created and not may_add_version(template, actor):
+        owner = template.created_by.username if template.created_by else "someone else"
+        raise ValidationError(
+            {
+                "name": (
+                    f"The template '{template.name}' is {owner}'s: only they or a tenant admin "
+                    "can add versions. Save yours under another name."
+                )
+            }
+        )
+
+
 @transaction.atomic
 def save_template(
     *,
@@ -439,9 +486,17 @@ def save_template(
                 f"use {', '.join(specs.OVERRIDABLE)}."
             }
         )
+    if tenant is not None:
+        if tenant.is_archived:
+            raise ValidationError("This tenant is archived; it cannot get new templates.")
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)  # one save at a time
     template, created = JobTemplate.objects.get_or_create(
         name=name, tenant=tenant, defaults={"created_by": actor, "description": description}
     )
+    if tenant is not None:
+        _check_may_save(template, created, tenant, actor)
+    # Versions of one template are numbered in turn: two saves at once wait for each other.
+    template = JobTemplate.objects.select_for_update().get(pk=template.pk)
     if not created and description:
         template.description = description
         template.save(update_fields=["description"])

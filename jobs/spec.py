@@ -1,6 +1,8 @@
 """Job templates' specs: validation with errors keyed by field path, and resolution of a template
 plus a launch's overrides into the frozen JobSpec the manifest builders take."""
 
+import difflib
+import json
 import re
 import shlex
 from collections.abc import Collection, Iterable
@@ -8,6 +10,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from core.validators import DNS1123_SUBDOMAIN as DNS_SUBDOMAIN
 from k8s_adapters.jobspec import JobSpec, Policy, Port, Task
 from k8s_adapters.names import JOB_OBJECT_SUFFIXES
 from k8s_adapters.quantity import to_decimal
@@ -59,7 +62,6 @@ PORT_NAME = re.compile(r"^(?=.*[a-z])[a-z0-9]([a-z0-9]|-(?=[a-z0-9])){0,14}$")
 TASK_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$")
 # Label values (GPU products select nodes by label) and DNS subdomains (RuntimeClass names).
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 MAX_TTL_SECONDS = 30 * 24 * 3600
 
 
@@ -173,6 +175,48 @@ def _policies(errors: Errors, path: str, items: Any) -> tuple[Policy, ...]:
     return tuple(policies)
 
 
+# What a spec and each of its tasks may hold: a key beyond these is a typo ('comand') that
+# would otherwise be dropped without a word.
+SPEC_KEYS = (
+    "image",
+    "command",
+    "args",
+    "working_dir",
+    "env",
+    "tasks",
+    "plugins",
+    "policies",
+    "max_retry",
+    "min_available",
+    "ttl_seconds_after_finished",
+    "network_topology",
+    "networks",
+    "volumes",
+    "expose",
+)
+TASK_KEYS = (
+    "name",
+    "replicas",
+    "gpus",
+    "cpu",
+    "memory",
+    "shm",
+    "gpu_product",
+    "runtime_class",
+    "policies",
+)
+
+
+def _unknown_keys(
+    errors: Errors, prefix: str, item: dict[str, Any], known: tuple[str, ...]
+) -> None:
+    for key in item:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"use {', '.join(known)}."
+            errors.add(f"{prefix}{key}", f"Unknown field '{key}'; {hint}", "unknown")
+
+
 def _tasks(errors: Errors, items: Any) -> tuple[Task, ...]:
     entries = _items(errors, "tasks", items)
     if not entries:
@@ -181,6 +225,7 @@ def _tasks(errors: Errors, items: Any) -> tuple[Task, ...]:
     tasks, seen = [], set()
     for i, item in entries:
         path = f"tasks[{i}]"
+        _unknown_keys(errors, f"{path}.", item, TASK_KEYS)
         name = str(item.get("name", ""))
         if not TASK_NAME.match(name):
             errors.add(
@@ -269,6 +314,12 @@ def _ports(errors: Errors, items: Any, task_names: set[str]) -> tuple[Port, ...]
     return tuple(ports)
 
 
+FLAGS = {
+    "static_ip": "true reserves one address of the pool for the job; the portal picks it",
+    "pinned": "true keeps that address reserved after the job is deleted",
+}
+
+
 def _networks(errors: Errors, networks: Any) -> None:
     if not isinstance(networks, list):
         errors.add("networks", "Give a list of {pool, static_ip} entries.")
@@ -281,6 +332,13 @@ def _networks(errors: Errors, networks: Any) -> None:
                 f"networks[{i}]",
                 f"Unknown keys: {', '.join(sorted(set(item) - {'pool', 'static_ip', 'pinned'}))}.",
             )
+        else:
+            for flag, meaning in FLAGS.items():
+                if not isinstance(item.get(flag, False), bool):
+                    errors.add(
+                        f"networks[{i}].{flag}",
+                        f"Give true or false ({meaning}), not {json.dumps(item[flag])[:60]}.",
+                    )
 
 
 def _env(errors: Errors, env: Any) -> tuple[tuple[str, str], ...]:
@@ -331,6 +389,7 @@ def parse(
         )
     if errors.errors:
         errors.raise_if_any()
+    _unknown_keys(errors, "", data, SPEC_KEYS)
     try:
         validate_image(data.get("image"))
     except ValidationError as exc:

@@ -44,6 +44,11 @@ def template_edit(request, template_id=None):
             "spec": yaml.safe_dump(latest.spec, sort_keys=False),
             "overridable": latest.overridable,
         }
+    may_save = template is None or services.may_add_version(template, request.user)
+    if request.method == "POST" and not may_save:
+        raise PermissionDenied(
+            "Only its creator, a tenant admin or a platform admin adds versions."
+        )
     form = TemplateForm(request.POST or None, initial=initial)
     if template is not None:
         form.fields["name"].required = False  # a template's name never changes
@@ -73,6 +78,7 @@ def template_edit(request, template_id=None):
             "template": template,
             "scopes": scopes,
             "versions": template.versions.all() if template else [],
+            "may_save": may_save,
         },
     )
 

@@ -259,12 +259,20 @@ def volume_action(request, slug, volume_id):
             services.delete_data_volume(volume, actor=request.user)
             messages.success(request, f"Deleting data volume {volume.name}.")
         else:
-            size = int(request.POST.get("size_gib") or 0)
+            size = _whole_number(request.POST, "size_gib", "size in GiB", "500")
             services.expand_data_volume(volume, size_gib=size, actor=request.user)
             messages.success(request, f"{volume.name} grows to {size} GiB.")
-    except (ValidationError, ValueError) as exc:
-        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    except ValidationError as exc:
+        messages.error(request, f"{volume.name}: {' '.join(exc.messages)}")
     return redirect("jobs:volumes", slug=slug)
+
+
+def _whole_number(form, field, what, example):
+    """A whole number the form sent, or a ValidationError that says what to give."""
+    value = str(form.get(field) or "").strip()
+    if not value.isdigit():
+        raise ValidationError(f"Give the {what} as a whole number, for example {example}.")
+    return int(value)
 
 
 @login_required
@@ -273,10 +281,10 @@ def endpoint_extend(request, slug, name, endpoint):
     job = get_job_for_user(request.user, slug, name)
     row = get_object_or_404(job.endpoints, name=endpoint)
     try:
-        hours = int(request.POST.get("hours") or 0)
+        hours = _whole_number(request.POST, "hours", "hours", "8")
         row = endpoints.extend(row, hours=hours, actor=request.user)
-    except (ValidationError, ValueError) as exc:
-        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    except ValidationError as exc:
+        messages.error(request, f"{row.name}: {' '.join(exc.messages)}")
     else:
         messages.success(request, f"{row.name} now expires {row.expires_at:%Y-%m-%d %H:%M} UTC.")
     return redirect(job)
@@ -286,18 +294,20 @@ def endpoint_extend(request, slug, name, endpoint):
 def expiry_board(request):
     require_platform_admin(request.user)
     if request.method == "POST":
+        pk = str(request.POST.get("endpoint") or "")
         row = get_object_or_404(
-            Endpoint.objects.select_related("job__tenant"), pk=request.POST.get("endpoint")
+            Endpoint.objects.select_related("job__tenant"), pk=pk if pk.isdigit() else None
         )
         try:
             if "reclaim" in request.POST:
                 endpoints.reclaim_now(row, actor=request.user)
                 messages.success(request, f"Reclaimed {row}.")
             else:
-                endpoints.extend(row, hours=int(request.POST.get("hours") or 0), actor=request.user)
+                hours = _whole_number(request.POST, "hours", "hours", "8")
+                endpoints.extend(row, hours=hours, actor=request.user)
                 messages.success(request, f"Extended {row}.")
-        except (ValidationError, ValueError) as exc:
-            messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+        except ValidationError as exc:
+            messages.error(request, f"{row}: {' '.join(exc.messages)}")
         return redirect("jobs:expiry")
     expiring, expired = endpoints.expiry_board()
     return render(request, "jobs/expiry_board.html", {"expiring": expiring, "expired": expired})

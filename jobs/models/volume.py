@@ -2,7 +2,7 @@ from django.conf import settings
 from django.db import models
 
 from core.models import Reconciled
-from core.validators import validate_dns1123_label
+from core.validators import validate_dns1123_label, validate_storage_class_name
 from tenants.models import Tenant
 
 
@@ -17,7 +17,9 @@ class DataVolume(Reconciled):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="data_volumes")
     name = models.CharField(max_length=63, validators=[validate_dns1123_label])
     size_gib = models.PositiveIntegerField()
-    storage_class = models.CharField(max_length=63, blank=True)
+    storage_class = models.CharField(
+        max_length=253, blank=True, validators=[validate_storage_class_name]
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -382,6 +382,14 @@ def test_the_expiry_board_lists_endpoints_and_admins_extend_or_reclaim_them(
         .values_list("action", "actor_name")
         .order_by("id")
     ) == [("endpoint.reclaim", "admin"), ("endpoint.extend", "admin")]
+    for hours in ("1.5", "abc", "-2"):
+        page = client.post(
+            "/console/endpoints/", {"endpoint": jupyter.pk, "hours": hours}, follow=True
+        ).content.decode()
+        assert "Give the hours as a whole number, for example 8." in page
+        assert "invalid literal" not in page
+    assert client.post("/console/endpoints/", {"endpoint": "x", "hours": "1"}).status_code == 404
+    assert AuditEvent.objects.filter(action__startswith="endpoint.").count() == 2
 
 
 def test_the_job_page_reads_its_job_endpoints_and_events_once(

@@ -130,6 +130,10 @@ def test_every_accepted_launch_is_accepted_by_the_api_server(cluster, namespace,
         ({"env": {"CUDA_VISIBLE_DEVICES": "0"}}, "env"),
         ({"env": {"NAME": "a\x00b"}}, "env.NAME"),
         ({"command": ["python", "\ud800"]}, "command[1]"),
+        ({"networks": [{"pool": "compute-a", "static_ip": "10.10.1.20"}]}, "networks[0].static_ip"),
+        ({"networks": [{"pool": "compute-a", "pinned": 1}]}, "networks[0].pinned"),
+        ({"comand": ["python"]}, "comand"),
+        ({"tasks": [{"name": "main", "gpu": 1}]}, "tasks[0].gpu"),
     ],
 )
 def test_malformed_specs_are_field_errors_never_crashes(data, path):
@@ -137,6 +141,26 @@ def test_malformed_specs_are_field_errors_never_crashes(data, path):
     with pytest.raises(ValidationError) as caught:
         specs.parse({**base, **data}, name="j")
     assert path in caught.value.message_dict, caught.value.message_dict
+
+
+def test_a_mistyped_field_is_named_with_what_was_meant():
+    with pytest.raises(ValidationError) as caught:
+        specs.parse({"image": "pytorch", "comand": ["python"], "tasks": [{"name": "main"}]})
+    assert caught.value.message_dict == {
+        "comand": ["Unknown field 'comand'; did you mean 'command'?"]
+    }
+    with pytest.raises(ValidationError) as caught:
+        specs.parse(
+            {
+                "image": "pytorch",
+                "tasks": [{"name": "main"}],
+                "networks": [{"pool": "a", "static_ip": "10.0.0.5"}],
+            }
+        )
+    assert caught.value.message_dict["networks[0].static_ip"] == [
+        "Give true or false (true reserves one address of the pool for the job; the portal "
+        'picks it), not "10.0.0.5".'
+    ]
 
 
 def test_the_api_answers_a_malformed_spec_with_400_and_field_paths(team, client):
