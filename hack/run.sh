@@ -73,4 +73,14 @@ $PY hack/router/stand_in.py --kubeconfig "$KUBECONFIG" --log-dir "$LOGS" >"$LOGS
 pids+=($!)
 $PY manage.py serve --bind "$HOST:$PORT" --workers 2 --access-log >"$LOGS/web.log" 2>&1 &
 pids+=($!)
-wait -n "${pids[@]}"
+names=(worker beat collector)
+[[ ${#pids[@]} -gt 5 ]] && names+=(cni-runner)
+names+=(stand-in web)
+status=0
+wait -n "${pids[@]}" || status=$?
+for i in "${!pids[@]}"; do
+  if ! kill -0 "${pids[i]}" 2>/dev/null; then
+    echo "the portal's ${names[i]} stopped (exit $status; its log is in $LOGS/); stopping the rest" >&2
+  fi
+done
+exit "$status"

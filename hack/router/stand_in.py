@@ -91,18 +91,28 @@ def serve(kubeconfig, log_dir):
     """Give every routed endpoint Service the echo app as its pod, until stopped."""
     sys.path.insert(0, str(HERE.parent.parent))
     from k8s_adapters.client import Cluster
+    from k8s_adapters.errors import K8sError
 
     cluster = Cluster.connect(kubeconfig, field_manager="gpu-portal-stand-in")
     selector = {"app.kubernetes.io/managed-by": "gpu-portal", "gpu-portal.io/component": "endpoint"}
     with upstream(Path(log_dir) / "stand-in-app.log", index=19) as (address, port):
         print(f"stand-in app on {address}:{port}", flush=True)
         while True:
-            for service in cluster.list("v1", "Service", labels=selector):
+            try:
+                services = cluster.list("v1", "Service", labels=selector)
+            except K8sError as exc:  # the API server restarting: try again next round
+                print(f"listing Services: {exc}", flush=True)
+                services = []
+            for service in services:
                 if (
                     service["spec"].get("type") == "ClusterIP"
                     and service["spec"].get("clusterIP") != "None"
                 ):
-                    cluster.apply_one(endpoint_slice(service, address, port))
+                    try:
+                        cluster.apply_one(endpoint_slice(service, address, port))
+                    except K8sError as exc:  # its namespace being deleted, for one
+                        name = f"{service['metadata']['namespace']}/{service['metadata']['name']}"
+                        print(f"skipped {name}: {exc}", flush=True)
             time.sleep(2)
 
 
