@@ -1,7 +1,9 @@
 """One error body for every API failure:
 {"detail": "...", "code": "...", "errors": {"field": [{"code": "...", "message": "..."}]}}."""
 
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.exceptions import ErrorDetail
 from rest_framework.views import exception_handler as drf_handler
@@ -46,6 +48,10 @@ def from_django(exc):
 def exception_handler(exc, context):
     if isinstance(exc, DjangoValidationError):
         exc = from_django(exc)
+    elif isinstance(exc, Http404):  # the same words whatever was not found (no model names)
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or None)
     response = drf_handler(exc, context)
     if response is None:
         return None

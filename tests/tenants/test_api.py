@@ -84,3 +84,24 @@ def test_a_personal_api_token_authenticates_until_revoked(people):
     response = client.get("/api/v1/tenants/")
     assert response.status_code == 401
     assert response.json()["detail"] == "Invalid, expired or revoked API token."
+
+
+def test_not_found_and_refused_have_the_one_error_body_and_name_no_model(people):
+    client = APIClient()
+    client.force_login(people["bob"])
+    nlp = people["nlp"].slug
+    for url in (
+        f"/api/v1/tenants/{nlp}/",
+        f"/api/v1/tenants/{nlp}/volumes/",
+        "/api/v1/templates/999999/",
+    ):
+        answer = client.get(url)
+        assert answer.status_code == 404
+        assert answer.json() == {"detail": "Not found.", "code": "not_found", "errors": {}}
+    refused = client.post(f"/api/v1/tenants/{people['vision'].slug}/members/", {})
+    assert refused.status_code == 403
+    assert refused.json() == {
+        "detail": f"This needs the tenant admin role in {people['vision'].slug}.",
+        "code": "permission_denied",
+        "errors": {},
+    }
