@@ -15,11 +15,14 @@ from django.utils import timezone
 from core.reconcile import enqueue_all
 from tenants.models import Tenant
 
-from .choices import HOLDING, JobState
+from .choices import FINISHED, HOLDING, JobState
 from .models import DataVolume, Job
 
-# The workspaces of jobs submitted or prepared ahead and not yet deleted.
-_WITH_CLAIMS = Q(submitted_at__isnull=False) | Q(volumes_ahead_at__isnull=False)
+# The workspaces of jobs submitted or prepared ahead and not yet deleted (by the portal, or
+# outside it once the job finished).
+_WITH_CLAIMS = (Q(submitted_at__isnull=False) | Q(volumes_ahead_at__isnull=False)) & Q(
+    workspace_gone_at__isnull=True
+)
 _WORKSPACES = {
     "workspace_gib": Sum("storage_gib", filter=_WITH_CLAIMS),
     "workspaces": Count("id", filter=_WITH_CLAIMS),
@@ -186,6 +189,66 @@ def queue_positions(jobs):
             if job.tenant_id == tenant_id:  # 1 + how many came strictly earlier
                 positions[job.pk] = bisect.bisect_left(times, job.queued_at) + 1
     return positions
+
+
+def why_queued(job):
+    """Plain words, one per limit, of what the tenant lacks now for a queued job: the same
+    limits admission checks, with how much is free. Empty when nothing does (it waits behind
+    the jobs ahead of it in the queue)."""
+    tenant = job.tenant
+    totals = Job.objects.filter(tenant=tenant).aggregate(
+        gpus=Sum("gpus", filter=_HOLDING),
+        cpu=Sum("cpu_millicores", filter=_HOLDING),
+        mem=Sum("memory_mib", filter=_HOLDING),
+        jobs=Count("id", filter=_HOLDING),
+        finished_gib=Sum("storage_gib", filter=_WITH_CLAIMS & Q(state__in=FINISHED)),
+        **_WORKSPACES,
+    )
+    storage, pvcs = _with_data_volumes(tenant, totals)
+    reasons = []
+    if totals["jobs"] >= tenant.max_running_jobs:
+        reasons.append(f"the tenant runs {totals['jobs']} jobs, its limit")
+    free = tenant.gpu_quota - (totals["gpus"] or 0)
+    if job.gpus > free:
+        reasons.append(f"{job.gpus} GPUs ({max(free, 0)} of {tenant.gpu_quota} free)")
+    free = tenant.cpu_quota * 1000 - (totals["cpu"] or 0)
+    if job.cpu_millicores > free:
+        reasons.append(
+            f"{_cores(job.cpu_millicores)} CPU cores ({_cores(max(free, 0))} of "
+            f"{tenant.cpu_quota} free)"
+        )
+    free = tenant.memory_quota_gib * 1024 - (totals["mem"] or 0)
+    if job.memory_mib > free:
+        reasons.append(
+            f"{_gib(job.memory_mib)} GiB of memory ({_gib(max(free, 0))} of "
+            f"{tenant.memory_quota_gib} GiB free)"
+        )
+    if not job.volumes_ahead_at:
+        free = tenant.storage_quota_gib - storage
+        if job.storage_gib > free:
+            held = totals["finished_gib"] or 0
+            kept = f"; finished jobs keep {held} GiB of workspaces until deleted" if held else ""
+            reasons.append(
+                f"{job.storage_gib} GiB of storage ({max(free, 0)} of "
+                f"{tenant.storage_quota_gib} GiB free{kept})"
+            )
+        if pvcs + 1 > tenant.pvc_quota:
+            reasons.append(f"a volume ({tenant.pvc_quota} of {tenant.pvc_quota} are in use)")
+    cap = tenant.member_gpu_cap
+    if cap is not None:
+        held = Job.objects.filter(tenant=tenant, owner=job.owner_id).holding()
+        mine = held.aggregate(g=Sum("gpus"))["g"] or 0
+        if mine + job.gpus > cap:
+            reasons.append(f"{job.gpus} GPUs of its owner's {cap} ({mine} held by their jobs)")
+    return reasons
+
+
+def _cores(millicores):
+    return f"{millicores / 1000:g}"
+
+
+def _gib(mib):
+    return f"{mib / 1024:g}"
 
 
 def free_gpus(tenant):

@@ -16,7 +16,9 @@ from core.reconcile import Requeue, enqueue_all, nothing_waiting, once_every, re
 from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import PermanentK8sError, plain_words
 from k8s_adapters.events import telling_events
+from k8s_adapters.inventory import reduce_claim
 from k8s_adapters.labels import portal_labels
+from k8s_adapters.names import workspace_claim
 from k8s_adapters.quantity import to_decimal
 from k8s_adapters.routing import ENDPOINT_KINDS, observed_service
 from k8s_adapters.volcano import (
@@ -472,6 +474,64 @@ def resync_jobs(everything=False):
     ):
         admit(tenant_id)
     enqueue_all("jobs.reconcile_data_volume", DataVolume.objects.values_list("pk", flat=True))
+    if everything:
+        note_gone_workspaces()
+
+
+def note_gone_workspaces():
+    """Finished jobs whose workspace claim is gone from the cluster (deleted by hand, or a
+    cluster rebuilt while the collector was away) no longer count its storage: one LIST of the
+    portal's claims per tenant with such jobs, with the full resync."""
+    by_tenant = {}
+    for job in _counted_finished().select_related("tenant"):
+        by_tenant.setdefault(job.tenant, []).append(job)
+    for tenant, jobs in by_tenant.items():
+        listed = get_cluster().list(
+            "v1", "PersistentVolumeClaim", namespace=tenant.namespace, labels=portal_labels()
+        )
+        held = {reduce_claim(claim)["name"] for claim in listed}
+        _workspaces_gone(tenant, [job for job in jobs if workspace_claim(job.name) not in held])
+
+
+def workspace_deleted(tenant_slug, claim):
+    """The collector saw a claim of the portal's deleted: if it was a finished job's
+    workspace, its storage no longer counts (a job still running gets it back from its run)."""
+    jobs = [
+        j
+        for j in _counted_finished().filter(tenant__slug=tenant_slug).select_related("tenant")
+        if workspace_claim(j.name) == claim
+    ]
+    if jobs:
+        _workspaces_gone(jobs[0].tenant, jobs)
+
+
+def _counted_finished():
+    """Finished jobs whose workspace still counts. Not those cancelled in the portal's queue:
+    the portal removes the volumes made ahead for them itself."""
+    return Job.objects.filter(
+        state__in=FINISHED,
+        submitted_at__isnull=False,
+        workspace_gone_at__isnull=True,
+        delete_requested=False,
+    )
+
+
+def _workspaces_gone(tenant, jobs):
+    now = timezone.now()
+    for job in jobs:
+        if Job.objects.filter(pk=job.pk, workspace_gone_at__isnull=True).update(
+            workspace_gone_at=now
+        ):
+            JobEvent.objects.create(
+                job=job,
+                kind="workspace-gone",
+                message=(
+                    f"Its workspace volume ({job.storage_gib} GiB) was deleted outside the "
+                    "portal; it no longer counts against the tenant's storage."
+                ),
+            )
+    if jobs:
+        admit(tenant.pk)  # what waited for that storage may go now
 
 
 @shared_task(name="jobs.reclaim_endpoints", ignore_result=True)

@@ -16,7 +16,7 @@ from tenants.views import apply_errors
 
 from . import endpoints, logs, services
 from .access import get_job_for_user
-from .admission import free_gpus, queue_position, storage_in_use
+from .admission import free_gpus, queue_position, why_queued
 from .choices import JobState
 from .filters import filter_jobs
 from .forms import DataVolumeForm, LaunchForm
@@ -177,12 +177,7 @@ def job_status(job):
     waiting in its queue, the one state that shows them."""
     status = {"events": job.events.all()[:20], "addresses": job_addresses(job)}
     if position := queue_position(job):
-        storage, _ = storage_in_use(job.tenant)
-        status |= {
-            "position": position,
-            "free_gpus": free_gpus(job.tenant),
-            "free_storage": max(job.tenant.storage_quota_gib - storage, 0),
-        }
+        status |= {"position": position, "short": why_queued(job)}
     return status
 
 

@@ -74,6 +74,9 @@ class Job(Reconciled):
     volumes_ahead_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A finished job keeps its workspace claim until it is deleted; when the claim goes some
+    # other way (deleted by hand, or a cluster rebuilt), its storage no longer counts.
+    workspace_gone_at = models.DateTimeField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 

@@ -14,10 +14,12 @@ from rest_framework.test import APIClient
 from jobs import admission, services
 from jobs.admission import queue_position, storage_in_use
 from jobs.choices import JobState
-from jobs.models import DataVolume, Job
+from jobs.models import DataVolume, Job, JobEvent
+from jobs.tasks import resync_jobs, workspace_deleted
 from k8s_adapters.quantity import to_decimal
 from k8s_adapters.volcano import VCJOB_API
 from tenants.models import Tenant
+from tests.helpers import wait_for
 from tests.jobs.conftest import settle, submitted
 
 FINISHES = "sh -c 'sleep 6; exit 0'"  # a simulated container with this command ends in 6 s
@@ -127,6 +129,7 @@ def test_the_jobs_next_in_line_get_their_workspace_ahead_and_go_straight_to_volc
     slug = team["tenant"].slug
     page = client.get(f"/tenants/{slug}/jobs/a3/status/").content.decode()
     assert "Waiting in the tenant's queue at position 1" in page
+    assert "the tenant's quota lacks 8 GPUs (0 of 24 free) for it now." in page
     assert "Its workspace volume is made already" in page
     assert "workspace volume" not in client.get(f"/tenants/{slug}/jobs/a6/status/").content.decode()
     wait_bound(cluster, jobs[3])
@@ -136,6 +139,96 @@ def test_the_jobs_next_in_line_get_their_workspace_ahead_and_go_straight_to_volc
     assert states(jobs[3]) == ["admitted"]
     assert cluster.get(VCJOB_API, "Job", "a3", team["tenant"].namespace) is not None
     assert claim(cluster, jobs[6]) is not None  # now within the next quota's worth
+
+
+@pytest.mark.django_db
+def test_a_queued_job_says_which_limit_holds_it_in_the_tenants_own_numbers(
+    client, team, templates, django_capture_on_commit_callbacks
+):
+    """GPUs may be free while CPU cores, memory or storage are not: the page names what is
+    short, with how much is free, and that finished jobs keep their workspaces."""
+    single = templates["single-gpu"]
+    with django_capture_on_commit_callbacks(execute=True):
+        first = launch(team, single, gpus=1, name="q0", command=FINISHES)
+    first.refresh_from_db()
+    cores = first.cpu_millicores // 1000
+    Tenant.objects.filter(pk=team["tenant"].pk).update(
+        cpu_quota=cores + cores // 2, storage_quota_gib=first.storage_gib * 2 - 1
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        second = launch(team, single, gpus=1, name="q1")
+    assert states(second) == ["queued"]
+    client.force_login(team["bob"])
+    page = client.get(f"/tenants/{team['tenant'].slug}/jobs/q1/status/").content.decode()
+    free_storage = first.storage_gib - 1
+    assert (
+        f"the tenant's quota lacks {cores} CPU cores ({cores // 2} of {cores + cores // 2} "
+        f"free); {first.storage_gib} GiB of storage ({free_storage} of "
+        f"{first.storage_gib * 2 - 1} GiB free) for it now."
+    ) in page
+    assert "GPUs" not in page.split("quota lacks", 1)[1].split("for it now", 1)[0]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        settle(first, JobState.SUCCEEDED)  # its workspace stays until it is deleted
+    page = client.get(f"/tenants/{team['tenant'].slug}/jobs/q1/status/").content.decode()
+    assert f"finished jobs keep {first.storage_gib} GiB of workspaces until deleted" in page, page
+
+
+def gone_for_good(cluster, claim, namespace):
+    """A claim deleted by hand stays while the finished job's pods exist (its protection
+    finalizer), and the ResourceQuota counts it meanwhile; here it goes at once, as when its
+    pods went too or the cluster was rebuilt without it."""
+    cluster.delete("v1", "PersistentVolumeClaim", claim, namespace)
+    cluster.patch_merge(
+        "v1", "PersistentVolumeClaim", claim, {"metadata": {"finalizers": None}}, namespace
+    )
+    wait_for(
+        lambda: cluster.get("v1", "PersistentVolumeClaim", claim, namespace) is None,
+        timeout=30,
+        message=f"{claim} to go",
+    )
+
+
+@pytest.mark.django_db
+def test_a_finished_jobs_workspace_deleted_outside_the_portal_no_longer_counts(
+    client, cluster, team, templates, django_capture_on_commit_callbacks
+):
+    """Finished jobs keep their workspace until deleted, and it counts against the tenant's
+    storage; when the claim goes some other way (by hand, or with a rebuilt cluster), the
+    collector's watch or the full resync notices, the storage counts no more, the job's page
+    says why, and a job waiting for that storage goes."""
+    single = templates["single-gpu"]
+    with django_capture_on_commit_callbacks(execute=True):
+        done = [launch(team, single, gpus=1, name=f"w{i}", command=FINISHES) for i in range(2)]
+        for job in done:
+            settle(job, JobState.SUCCEEDED)
+    size = Job.objects.get(pk=done[0].pk).storage_gib
+    Tenant.objects.filter(pk=team["tenant"].pk).update(storage_quota_gib=3 * size - 1)
+    with django_capture_on_commit_callbacks(execute=True):
+        waiting = launch(team, single, gpus=1, name="w2")
+    assert states(waiting) == ["queued"]
+    assert storage_in_use(team["tenant"])[0] == 2 * size
+
+    namespace = team["tenant"].namespace
+    gone_for_good(cluster, "w0-workspace", namespace)
+    with django_capture_on_commit_callbacks(execute=True):
+        workspace_deleted(team["tenant"].slug, "w0-workspace")  # the collector saw it
+    assert states(waiting) == ["admitted"]  # into the storage w0 held
+    assert storage_in_use(team["tenant"])[0] == 2 * size  # w1's and w2's
+    events = Job.objects.get(pk=done[0].pk).events.filter(kind="workspace-gone")
+    assert [e.message for e in events] == [
+        f"Its workspace volume ({size} GiB) was deleted outside the portal; it no longer counts "
+        "against the tenant's storage."
+    ]
+
+    gone_for_good(cluster, "w1-workspace", namespace)  # while the collector was away
+    assert storage_in_use(team["tenant"])[0] == 2 * size
+    with django_capture_on_commit_callbacks(execute=True):
+        resync_jobs(everything=True)
+        resync_jobs(everything=True)  # once is enough: said once
+    assert storage_in_use(team["tenant"])[0] == size  # w2's own workspace only
+    assert Job.objects.get(pk=done[1].pk).events.filter(kind="workspace-gone").count() == 1
+    assert JobEvent.objects.filter(job__tenant=team["tenant"], kind="workspace-gone").count() == 2
 
 
 @pytest.mark.django_db

@@ -179,3 +179,17 @@ def test_a_claim_bound_brings_a_run_only_to_a_job_left_waiting_for_it(
     collect_cluster.follow_claim(None, claim("Bound", slug))  # listed at start: its re-check
     collect_cluster.follow_claim(claim("Bound", slug), claim("Bound", slug))
     assert sent == ([waiting.pk] if followed else [])
+
+
+def test_a_deleted_claim_of_the_portals_is_told_to_the_jobs_app(monkeypatch):
+    """Whether it was a finished job's workspace (whose storage then counts no more) is the
+    jobs app's to decide; claims of others and changes that are no deletion are not told."""
+    told = []
+    monkeypatch.setattr(collect_cluster, "workspace_deleted", lambda *args: told.append(args))
+    monkeypatch.setattr(collect_cluster, "close_old_connections", lambda: None)
+    claim = {"portal": True, "tenant": "t", "job": "train", "name": "train-workspace"}
+    collect_cluster.follow_claim({**claim, "phase": "Bound"}, None)
+    collect_cluster.follow_claim({**claim, "portal": False, "phase": "Bound"}, None)
+    collect_cluster.follow_claim({**claim, "job": "", "phase": "Bound"}, None)
+    collect_cluster.follow_claim({**claim, "phase": "Bound"}, {**claim, "phase": "Bound"})
+    assert told == [("t", "train-workspace")]

@@ -18,7 +18,7 @@ from core.heap import freeze_loaded
 from core.reconcile import enqueue
 from jobs.choices import PHASES, JobState
 from jobs.models import Job
-from jobs.tasks import observe_started
+from jobs.tasks import observe_started, workspace_deleted
 from k8s_adapters import inventory
 from k8s_adapters.informer import Informer, wait_synced
 from k8s_adapters.labels import MANAGED_BY, PORTAL
@@ -154,12 +154,17 @@ def follow_job(old, new):
 
 
 def follow_claim(old, new):
-    """A job's claim was bound: a job that waits for that (its run found the claim unbound and
+    """A finished job's workspace claim deleted outside the portal: its storage no longer
+    counts. A job's claim was bound: a job that waits for that (its run found the claim unbound and
     showed the job Pending) is submitted now. Not one whose first run still waits for the bind
     (that run submits it), nor a queued one (its claim was made ahead; admission submits it).
     A bind seen in the instant a run stops waiting, before it shows the job Pending, is left to
     that run's re-check a few seconds later. Only a change seen (not every bound claim listed at
     start: jobs waiting then come back by their own re-check)."""
+    if old and new is None and old["portal"] and old["job"]:
+        close_old_connections()
+        workspace_deleted(old["tenant"], old["name"])
+        return
     if old and new and new["job"] and new["phase"] == "Bound" and old["phase"] != "Bound":
         close_old_connections()
         waiting = Job.objects.filter(
