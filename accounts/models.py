@@ -129,12 +129,22 @@ class SSHKey(models.Model):
     def __str__(self):
         return self.name
 
+    @property
+    def fingerprint(self):
+        """As `ssh-keygen -l` shows it: SHA256 of the key, in unpadded base64."""
+        digest = hashlib.sha256(base64.b64decode(self.public_key.split()[1])).digest()
+        return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
 
 @transaction.atomic
 def add_ssh_key(user, name, public_key):
     """Add a key to the user's, within the bound on their number (keys added at once take turns
     on the user's row)."""
     get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+    blob = public_key.split()[1]
+    for other in SSHKey.objects.filter(user=user):
+        if other.public_key.split()[1] == blob:
+            raise ValidationError({"public_key": f"You added this key already, as '{other.name}'."})
     if SSHKey.objects.filter(user=user).count() >= MAX_SSH_KEYS:
         raise ValidationError(
             {

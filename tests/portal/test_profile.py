@@ -1,4 +1,6 @@
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from rest_framework.test import APIClient
 
 from accounts.models import MAX_SSH_KEYS, ApiToken, SSHKey
@@ -8,6 +10,11 @@ pytestmark = pytest.mark.django_db
 ED25519 = (
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl bob@laptop"
 )
+
+
+def new_key():
+    key = Ed25519PrivateKey.generate().public_key()
+    return key.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode() + " me@host"
 
 
 @pytest.fixture
@@ -76,16 +83,25 @@ def test_an_ssh_key_is_one_whole_line_of_bounded_size(bob_client, client):
     assert "incomplete or damaged" in page
     assert not SSHKey.objects.filter(user=bob).exists()
 
-    for i in range(MAX_SSH_KEYS):
-        added = api.post("/api/v1/me/ssh-keys/", {"name": f"k{i}", "public_key": ED25519})
+    twice = [api.post("/api/v1/me/ssh-keys/", {"name": n, "public_key": ED25519}) for n in "ab"]
+    assert [a.status_code for a in twice] == [201, 400]
+    assert twice[1].json()["errors"]["public_key"][0]["message"] == (
+        "You added this key already, as 'a'."
+    )
+    keys = [new_key() for _ in range(MAX_SSH_KEYS)]
+    for i, key in enumerate(keys[1:]):
+        added = api.post("/api/v1/me/ssh-keys/", {"name": f"k{i}", "public_key": key})
         assert added.status_code == 201
-    one_more = api.post("/api/v1/me/ssh-keys/", {"name": "extra", "public_key": ED25519})
+    one_more = api.post("/api/v1/me/ssh-keys/", {"name": "extra", "public_key": keys[0]})
     assert one_more.status_code == 400
     assert one_more.json()["errors"]["public_key"][0]["message"] == (
         f"You have {MAX_SSH_KEYS} keys, the most one may have; delete one first."
     )
     page = client.post(
-        "/profile/", {"add_key": "1", "name": "extra", "public_key": ED25519}
+        "/profile/", {"add_key": "1", "name": "extra", "public_key": keys[0]}
     ).content.decode()
     assert "the most one may have" in page
+    listed = client.get("/profile/").content.decode()
+    assert SSHKey.objects.get(user=bob, name="a").fingerprint in listed
+    assert SSHKey.objects.get(user=bob, name="a").fingerprint.startswith("SHA256:")
     assert SSHKey.objects.filter(user=bob).count() == MAX_SSH_KEYS
