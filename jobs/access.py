@@ -16,11 +16,16 @@ def get_job_for_user(user, slug, name, *, write=False):
         tenant=tenant,
         name=name,
     )
-    if write:
-        role = tenant.role_of(user)
-        if not (
-            has_role(role, Role.ADMIN)
-            or (has_role(role, Role.RESEARCHER) and job.owner_id == user.pk)
-        ):
-            raise PermissionDenied("Only the job's owner or a tenant admin can change it.")
+    job.tenant = tenant  # the same row, read with the user's role
+    if write and not may_change(user, job):
+        raise PermissionDenied("Only the job's owner or a tenant admin can change it.")
     return job
+
+
+def may_change(user, job):
+    """Cancel, delete, extend its endpoints: its owner (a researcher still) or a tenant admin.
+    `job.tenant` read with the user's role (as `get_job_for_user` reads it)."""
+    role = job.tenant.role_of(user)
+    return has_role(role, Role.ADMIN) or (
+        has_role(role, Role.RESEARCHER) and job.owner_id == user.pk
+    )

@@ -46,7 +46,15 @@ JUPYTER_SSH = {
     "max_retry": 0,
     "plugins": ["env"],
     "expose": [
-        {"name": "jupyter", "task": "dev", "container_port": 8888, "protocol": "http"},
+        # A notebook server is a shell as its owner (no token: the portal's sign-in guards
+        # it): only the owner opens it. TensorBoard and web UIs stay open to the tenant.
+        {
+            "name": "jupyter",
+            "task": "dev",
+            "container_port": 8888,
+            "protocol": "http",
+            "private": True,
+        },
         {"name": "ssh", "task": "dev", "container_port": 22, "protocol": "ssh"},
     ],
     "volumes": {"workspace_gib": 100},

@@ -15,7 +15,7 @@ from tenants.choices import Role
 from tenants.views import apply_errors
 
 from . import endpoints, logs, services
-from .access import get_job_for_user
+from .access import get_job_for_user, may_change
 from .admission import free_gpus, queue_position, why_queued
 from .choices import JobState
 from .filters import filter_jobs
@@ -149,6 +149,7 @@ def job_detail(request, slug, name):
             "status": job_status(job),
             "manifests": manifests_yaml(manifests),
             "manifest_count": len(manifests),
+            "may_change": may_change(request.user, job),
         },
     )
 
@@ -178,6 +179,8 @@ def job_status(job):
     status = {"events": job.events.all()[:20], "addresses": job_addresses(job)}
     if position := queue_position(job):
         status |= {"position": position, "short": why_queued(job)}
+    if job.state in (JobState.QUEUED, JobState.PENDING):  # as the cluster's nodes are now
+        status["never"] = services.scheduling_warnings(job.job_spec())
     return status
 
 

@@ -6,6 +6,7 @@ half-created."""
 import pytest
 from rest_framework.test import APIClient
 
+from core.cluster import node_gpus
 from jobs import services
 from jobs.models import DataVolume, JobTemplate, JobTemplateVersion
 from tenants.choices import Role, TenantState
@@ -150,3 +151,38 @@ def test_a_template_a_user_may_not_version_is_shown_read_only(team, client):
     refused = client.post(f"/templates/{version.template_id}/", {"spec": "image: x"})
     assert refused.status_code == 403
     assert JobTemplateVersion.objects.filter(template=version.template).count() == 1
+
+
+def test_a_job_no_node_could_ever_hold_says_so_while_it_waits(team, templates, client, launch):
+    """Nodes may join later, so the launch is a warning, not a refusal; but the waiting job's
+    page says it can never start as the cluster is, instead of 'waits until GPUs are free'."""
+    largest = node_gpus().largest
+    job = launch(templates["single-gpu"], overrides={"gpus": largest + 1}, name="too-wide")
+    client.force_login(team["bob"])
+    page = client.get(f"/tenants/{team['tenant'].slug}/jobs/too-wide/status/").content.decode()
+    assert (
+        f"Task main asks for {largest + 1} GPUs per replica but no node has more than "
+        f"{largest}; it could never be scheduled. Cancel it and launch it with less, or ask a "
+        "platform admin for such nodes."
+    ) in page
+    assert job.state in ("queued", "pending")
+
+
+def test_a_job_page_offers_only_what_its_reader_may_do_and_who_opens_each_endpoint(
+    team, templates, client, launch
+):
+    launch(templates["jupyter-ssh"], name="nb", overrides={"workspace_gib": 1})
+    url = f"/tenants/{team['tenant'].slug}/jobs/nb/"
+    client.force_login(team["bob"])  # its owner
+    page = client.get(url).content.decode()
+    for offered in ("Cancel</button>", "Delete</button>", "+ hours"):
+        assert offered in page
+    assert 'data-testid="endpoint-who">only bob<' in page  # the notebook: a shell as bob
+    assert f'data-testid="endpoint-who">members of {team["tenant"].slug}<' in page  # ssh
+    client.force_login(team["dave"])  # a viewer of the tenant
+    page = client.get(url).content.decode()
+    for offered in ("Cancel</button>", "Delete</button>", "+ hours"):
+        assert offered not in page
+    refused = client.post(f"{url}cancel/")
+    assert refused.status_code == 403
+    assert "Only the job&#x27;s owner or a tenant admin can change it." in refused.content.decode()
