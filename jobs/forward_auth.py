@@ -66,6 +66,8 @@ class EndpointFacts:
     expires_at: datetime
     members: frozenset[int]
     host_label: str
+    closed: bool = False  # its job ended: its routes are gone
+    routed: bool = True  # reached through the router (not only inside the cluster)
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ def _load_endpoint(endpoint_id: int) -> EndpointFacts | None:
         endpoint.expires_at,
         frozenset(members),
         endpoint.host_label,
+        closed=endpoint.is_closed,
+        routed=endpoint.routed,
     )
 
 
@@ -331,12 +335,22 @@ def start(request, endpoint_id):
     context = {"facts": facts}
     if facts is None:
         return render(request, "jobs/endpoint_refused.html", {"reason": "missing"}, status=404)
-    if timezone.now() >= facts.expires_at:
-        return render(
-            request, "jobs/endpoint_refused.html", {**context, "reason": "expired"}, status=403
-        )
     if user is None or not allowed(user, facts):
         reason = "private" if facts.private and user and user.id in facts.members else "member"
+        return render(
+            request, "jobs/endpoint_refused.html", {**context, "reason": reason}, status=403
+        )
+    # Said only to those who may open it (others learn nothing of the job's state).
+    reason = (
+        "closed"
+        if facts.closed
+        else "unrouted"
+        if not facts.routed
+        else "expired"
+        if timezone.now() >= facts.expires_at
+        else ""
+    )
+    if reason:
         return render(
             request, "jobs/endpoint_refused.html", {**context, "reason": reason}, status=403
         )

@@ -191,8 +191,10 @@ def launch_job(
     spec_data: Any = None,
     name: str = "",
     data_volume: DataVolume | None = None,
+    relaunched_from: JobTemplateVersion | None = None,
 ) -> tuple[Job, list[str]]:
-    """Create a job (queued) and admit what fits. Returns (job, warnings)."""
+    """Create a job (queued) and admit what fits. Returns (job, warnings). A relaunch gives
+    the spec recorded and the template version it came from (recorded, not applied)."""
     if template_version is not None:
         if data_volume is not None and "data_volume" not in template_version.overridable:
             raise ValidationError(
@@ -217,7 +219,7 @@ def launch_job(
             tenant=tenant,
             owner=owner,
             name=name,
-            template_version=template_version,
+            template_version=template_version or relaunched_from,
             spec=spec.to_dict(),
             gpus=spec.total_gpus,
             cpu_millicores=spec.total_cpu_millicores,
@@ -284,7 +286,7 @@ def relaunch_job(job: Job, *, actor: Any, name: str = "") -> tuple[Job, list[str
         spec_data=data,
         name=name or generate_name(job.name[:40]),
         data_volume=job.data_volume,
-        template_version=None,
+        relaunched_from=job.template_version,
     )
 
 

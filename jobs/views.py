@@ -85,13 +85,25 @@ def job_list(request, slug):
     )
 
 
+def _pickable(tenant):
+    """The templates a launch in `tenant` can name: its own, and the global ones none of its
+    own replaces (a launch by name takes the tenant's), each marked when it replaces one."""
+    templates = list(JobTemplate.objects.for_tenant(tenant).prefetch_related("versions"))
+    global_names = {t.name for t in templates if t.tenant_id is None}
+    own = {t.name for t in templates if t.tenant_id is not None}
+    for template in templates:
+        template.replaces_global = template.tenant_id is not None and template.name in global_names
+    return [t for t in templates if t.tenant_id is not None or t.name not in own]
+
+
 @login_required
 def launch(request, slug):
     tenant = get_tenant_for_user(request.user, slug, role=Role.RESEARCHER)
     params = request.POST if request.method == "POST" else request.GET
     if not params.get("template"):
-        templates = JobTemplate.objects.for_tenant(tenant).prefetch_related("versions")
-        return render(request, "jobs/launch_pick.html", {"tenant": tenant, "templates": templates})
+        return render(
+            request, "jobs/launch_pick.html", {"tenant": tenant, "templates": _pickable(tenant)}
+        )
     try:
         version = services.template_version(tenant, params["template"], params.get("version"))
     except ValidationError as exc:

@@ -408,3 +408,26 @@ def test_the_job_page_reads_its_job_endpoints_and_events_once(
     jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
     assert f"name: {jupyter.service_name}" in html  # its Service, among the manifests
     assert f"by bob · 1 GPUs · {notebook.template_version}" in html
+
+
+def test_starting_an_endpoint_that_cannot_open_says_why_and_gives_no_code(client, team, notebook):
+    """The sign-in hand-off gives a code only for an endpoint that is routed and open; a member
+    following an old link to a closed or in-cluster one is told why, not sent to a host that
+    answers 404."""
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    ssh = Endpoint.objects.get(job=notebook, name="ssh")
+    client.force_login(team["bob"])
+    opened = client.get(f"/auth/endpoint/{jupyter.pk}/start")
+    assert opened.status_code == 302
+    unrouted = client.get(f"/auth/endpoint/{ssh.pk}/start")
+    assert unrouted.status_code == 403
+    assert "reached inside the cluster" in unrouted.content.decode()
+    client.force_login(team["charlie"])  # not a member: learns nothing of the job's state
+    assert "you are not a member" in client.get(f"/auth/endpoint/{ssh.pk}/start").content.decode()
+
+    notebook.__class__.objects.filter(pk=notebook.pk).update(state=JobState.SUCCEEDED)
+    client.force_login(team["bob"])
+    closed = client.get(f"/auth/endpoint/{jupyter.pk}/start")
+    assert closed.status_code == 403
+    assert "closed when its job ended" in closed.content.decode()
+    assert "Location" not in closed.headers

@@ -186,3 +186,14 @@ def test_a_job_page_offers_only_what_its_reader_may_do_and_who_opens_each_endpoi
     refused = client.post(f"{url}cancel/")
     assert refused.status_code == 403
     assert "Only the job&#x27;s owner or a tenant admin can change it." in refused.content.decode()
+
+
+def test_the_launch_picker_lists_a_replaced_global_template_once_as_the_tenants(team, client):
+    services.save_template(name="notebook", spec_data=SPEC, overridable=[], actor=team["admin"])
+    services.save_template(
+        name="notebook", spec_data=SPEC, overridable=[], actor=team["alice"], tenant=team["tenant"]
+    )
+    client.force_login(team["bob"])
+    page = client.get(f"/tenants/{team['tenant'].slug}/jobs/launch/").content.decode()
+    assert page.count("<strong>notebook</strong>") == 1
+    assert "(replaces the global one)" in page

@@ -172,6 +172,7 @@ def test_a_relaunch_recreates_the_recorded_spec(
         first["tasks"][0]["template"]["spec"]["containers"][0]["resources"]
         == second["tasks"][0]["template"]["spec"]["containers"][0]["resources"]
     )
+    assert again.template_version == templates["pytorch-ddp"]  # its page names where it came from
 
 
 def test_a_name_already_taken_in_the_tenant_is_a_field_error_on_the_form(
