@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
-from core.fields import ID_REGEX
+from core.fields import ID_REGEX, NoUnknownFields
 
 from .models import ApiToken, SSHKey, add_ssh_key
 
@@ -35,7 +35,8 @@ def issue_token(user, name, days):
 
 @login_required
 def profile(request):
-    key_form = SSHKeyForm(request.POST if "add_key" in request.POST else None)
+    # Ids of their own: both forms have a name field.
+    key_form = SSHKeyForm(request.POST if "add_key" in request.POST else None, auto_id="key_%s")
     token_form = TokenForm(request.POST if "add_token" in request.POST else None)
     new_token = None
     if key_form.is_bound and key_form.is_valid():
@@ -77,7 +78,7 @@ def revoke_token(request, token_id):
     return redirect("profile")
 
 
-class SSHKeySerializer(serializers.ModelSerializer):
+class SSHKeySerializer(NoUnknownFields, serializers.ModelSerializer):
     class Meta:
         model = SSHKey
         fields = ["id", "name", "public_key", "created_at"]
@@ -97,7 +98,7 @@ class SSHKeyViewSet(viewsets.ModelViewSet):
         serializer.instance = add_ssh_key(self.request.user, **serializer.validated_data)
 
 
-class TokenSerializer(serializers.ModelSerializer):
+class TokenSerializer(NoUnknownFields, serializers.ModelSerializer):
     days = serializers.IntegerField(write_only=True, min_value=1, max_value=365, default=90)
 
     class Meta:

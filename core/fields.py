@@ -1,5 +1,6 @@
 """API fields shared by the apps."""
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.urls import reverse
@@ -17,6 +18,23 @@ class SlugRelatedField(serializers.SlugRelatedField):
         if isinstance(data, str) and "\x00" in data:
             self.fail("does_not_exist", slug_name=self.slug_field, value="(contains NUL)")
         return super().to_internal_value(data)
+
+
+class NoUnknownFields:
+    """A write serializer that refuses fields it does not have, naming those it takes: DRF
+    drops them without a word, so a typo ('gpu' for 'gpus') launched the template's default.
+    Read-only fields a client sends back from a read are accepted (and ignored)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            fields = self.fields  # type: ignore[attr-defined]
+            unknown = sorted(str(key) for key in data if key not in fields)
+            if unknown:
+                taken = ", ".join(name for name, field in fields.items() if not field.read_only)
+                raise serializers.ValidationError(
+                    {key: [f"Unknown field; this takes {taken}."] for key in unknown}
+                )
+        return super().to_internal_value(data)  # type: ignore[misc]
 
 
 class LocationOnCreate:

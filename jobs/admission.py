@@ -207,20 +207,22 @@ def why_queued(job):
     storage, pvcs = _with_data_volumes(tenant, totals)
     reasons = []
     if totals["jobs"] >= tenant.max_running_jobs:
-        reasons.append(f"the tenant runs {totals['jobs']} jobs, its limit")
+        reasons.append(f"a place among the running jobs (the tenant's limit of {totals['jobs']})")
     free = tenant.gpu_quota - (totals["gpus"] or 0)
     if job.gpus > free:
-        reasons.append(f"{job.gpus} GPUs ({max(free, 0)} of {tenant.gpu_quota} free)")
+        reasons.append(
+            f"{_gpus(job.gpus)} ({max(free, 0)} of the tenant's {tenant.gpu_quota} free)"
+        )
     free = tenant.cpu_quota * 1000 - (totals["cpu"] or 0)
     if job.cpu_millicores > free:
         reasons.append(
-            f"{_cores(job.cpu_millicores)} CPU cores ({_cores(max(free, 0))} of "
+            f"{_cores(job.cpu_millicores)} CPU cores ({_cores(max(free, 0))} of the tenant's "
             f"{tenant.cpu_quota} free)"
         )
     free = tenant.memory_quota_gib * 1024 - (totals["mem"] or 0)
     if job.memory_mib > free:
         reasons.append(
-            f"{_gib(job.memory_mib)} GiB of memory ({_gib(max(free, 0))} of "
+            f"{_gib(job.memory_mib)} GiB of memory ({_gib(max(free, 0))} of the tenant's "
             f"{tenant.memory_quota_gib} GiB free)"
         )
     if not job.volumes_ahead_at:
@@ -229,18 +231,24 @@ def why_queued(job):
             held = totals["finished_gib"] or 0
             kept = f"; finished jobs keep {held} GiB of workspaces until deleted" if held else ""
             reasons.append(
-                f"{job.storage_gib} GiB of storage ({max(free, 0)} of "
+                f"{job.storage_gib} GiB of storage ({max(free, 0)} of the tenant's "
                 f"{tenant.storage_quota_gib} GiB free{kept})"
             )
         if pvcs + 1 > tenant.pvc_quota:
-            reasons.append(f"a volume ({tenant.pvc_quota} of {tenant.pvc_quota} are in use)")
+            reasons.append(f"a volume (all {tenant.pvc_quota} of the tenant's are in use)")
     cap = tenant.member_gpu_cap
     if cap is not None:
         held = Job.objects.filter(tenant=tenant, owner=job.owner_id).holding()
         mine = held.aggregate(g=Sum("gpus"))["g"] or 0
         if mine + job.gpus > cap:
-            reasons.append(f"{job.gpus} GPUs of its owner's {cap} ({mine} held by their jobs)")
+            reasons.append(
+                f"{_gpus(job.gpus)} within its owner's cap of {cap} (their jobs hold {mine})"
+            )
     return reasons
+
+
+def _gpus(count):
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
 
 
 def _cores(millicores):

@@ -2,7 +2,7 @@ from dataclasses import asdict
 
 from rest_framework import serializers
 
-from core.fields import SlugRelatedField
+from core.fields import NoUnknownFields, SlugRelatedField
 from networking.addresses import job_addresses
 
 from .admission import queue_position
@@ -70,7 +70,7 @@ class EndpointSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class ExtendSerializer(serializers.Serializer):
+class ExtendSerializer(NoUnknownFields, serializers.Serializer):
     hours = serializers.IntegerField(min_value=1)
 
 
@@ -130,7 +130,7 @@ class JobSerializer(serializers.ModelSerializer):
         return {"pods": [asdict(p) for p in found.pods], "unavailable": found.unavailable}
 
 
-class LaunchSerializer(serializers.Serializer):
+class LaunchSerializer(NoUnknownFields, serializers.Serializer):
     """Launch from a template version (with overrides) or from a full spec."""
 
     template = serializers.CharField(
@@ -169,7 +169,7 @@ class TemplateSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "tenant", "description", "latest", "created_at"]
 
 
-class TemplateWriteSerializer(serializers.Serializer):
+class TemplateWriteSerializer(NoUnknownFields, serializers.Serializer):
     name = serializers.CharField(max_length=50)
     tenant = serializers.CharField(
         required=False, allow_blank=True, help_text="Tenant slug; empty for a global template."
@@ -179,7 +179,7 @@ class TemplateWriteSerializer(serializers.Serializer):
     overridable = serializers.ListField(child=serializers.CharField(), required=False)
 
 
-class DataVolumeSerializer(serializers.ModelSerializer):
+class DataVolumeSerializer(NoUnknownFields, serializers.ModelSerializer):
     class Meta:
         model = DataVolume
         fields = [

@@ -5,7 +5,7 @@ from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from core.fields import NAME_REGEX, SlugRelatedField
+from core.fields import NAME_REGEX, NoUnknownFields, SlugRelatedField
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.models import Tenant
 
@@ -14,7 +14,7 @@ from .conflicts import find, utilization
 from .models import POOL_FIELDS, IPPool, IPReservation
 
 
-class PoolSerializer(serializers.ModelSerializer):
+class PoolSerializer(NoUnknownFields, serializers.ModelSerializer):
     tenants = SlugRelatedField(
         slug_field="slug", many=True, required=False, queryset=Tenant.objects.active()
     )
@@ -63,7 +63,7 @@ class PoolSerializer(serializers.ModelSerializer):
         return data
 
 
-class ReservationSerializer(serializers.ModelSerializer):
+class ReservationSerializer(NoUnknownFields, serializers.ModelSerializer):
     ip = serializers.IPAddressField(required=False, allow_null=True)
     tenant = SlugRelatedField(slug_field="slug", queryset=Tenant.objects.active())
     owner = SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all())
@@ -74,7 +74,7 @@ class ReservationSerializer(serializers.ModelSerializer):
         fields = ["id", "ip", "tenant", "owner", "job", "pinned", "note", "created_at"]
 
 
-class ReleaseAllocationSerializer(serializers.Serializer):
+class ReleaseAllocationSerializer(NoUnknownFields, serializers.Serializer):
     address = serializers.IPAddressField(help_text="The address Whereabouts allocated.")
     podref = serializers.CharField(
         required=False,

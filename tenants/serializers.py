@@ -1,14 +1,14 @@
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from core.fields import SlugRelatedField
+from core.fields import NoUnknownFields, SlugRelatedField
 
 from .choices import Role
 from .constants import QUEUE_FIELDS, QUOTA_FIELDS
 from .models import AuditEvent, Membership, Tenant
 
 
-class TenantSerializer(serializers.ModelSerializer):
+class TenantSerializer(NoUnknownFields, serializers.ModelSerializer):
     """Field types only: the invariants are the model's and the service's, as for the form."""
 
     namespace = serializers.CharField(read_only=True)
@@ -49,7 +49,7 @@ class TenantSerializer(serializers.ModelSerializer):
         return fields
 
 
-class MembershipSerializer(serializers.ModelSerializer):
+class MembershipSerializer(NoUnknownFields, serializers.ModelSerializer):
     username = SlugRelatedField(
         source="user",
         slug_field="username",

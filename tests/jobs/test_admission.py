@@ -129,7 +129,7 @@ def test_the_jobs_next_in_line_get_their_workspace_ahead_and_go_straight_to_volc
     slug = team["tenant"].slug
     page = client.get(f"/tenants/{slug}/jobs/a3/status/").content.decode()
     assert "Waiting in the tenant's queue at position 1" in page
-    assert "the tenant's quota lacks 8 GPUs (0 of 24 free) for it now." in page
+    assert "position 1: it asks for 8 GPUs (0 of the tenant&#x27;s 24 free)." in page
     assert "Its workspace volume is made already" in page
     assert "workspace volume" not in client.get(f"/tenants/{slug}/jobs/a6/status/").content.decode()
     wait_bound(cluster, jobs[3])
@@ -162,11 +162,11 @@ def test_a_queued_job_says_which_limit_holds_it_in_the_tenants_own_numbers(
     page = client.get(f"/tenants/{team['tenant'].slug}/jobs/q1/status/").content.decode()
     free_storage = first.storage_gib - 1
     assert (
-        f"the tenant's quota lacks {cores} CPU cores ({cores // 2} of {cores + cores // 2} "
-        f"free); {first.storage_gib} GiB of storage ({free_storage} of "
-        f"{first.storage_gib * 2 - 1} GiB free) for it now."
+        f"it asks for {cores} CPU cores ({cores // 2} of the tenant&#x27;s "
+        f"{cores + cores // 2} free); {first.storage_gib} GiB of storage ({free_storage} of "
+        f"the tenant&#x27;s {first.storage_gib * 2 - 1} GiB free)."
     ) in page
-    assert "GPUs" not in page.split("quota lacks", 1)[1].split("for it now", 1)[0]
+    assert "GPU" not in page.split("it asks for", 1)[1].split("</p>", 1)[0]
 
     with django_capture_on_commit_callbacks(execute=True):
         settle(first, JobState.SUCCEEDED)  # its workspace stays until it is deleted

@@ -4,11 +4,12 @@ template that would change colleagues' launches. Each answer says what to fix, a
 half-created."""
 
 import pytest
+from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from core.cluster import node_gpus
 from jobs import services
-from jobs.models import DataVolume, JobTemplate, JobTemplateVersion
+from jobs.models import DataVolume, Job, JobTemplate, JobTemplateVersion
 from tenants.choices import Role, TenantState
 from tenants.models import Membership, Tenant
 from tests.helpers import at_once
@@ -197,3 +198,41 @@ def test_the_launch_picker_lists_a_replaced_global_template_once_as_the_tenants(
     page = client.get(f"/tenants/{team['tenant'].slug}/jobs/launch/").content.decode()
     assert page.count("<strong>notebook</strong>") == 1
     assert "(replaces the global one)" in page
+
+
+def test_a_field_the_api_does_not_take_is_an_error_not_a_default(team, templates):
+    """A typo in a launch ('gpu' for 'gpus') launched the template's default; now it is a
+    field error that lists what the call takes, and nothing is launched."""
+    answer = api(team["bob"]).post(
+        f"/api/v1/tenants/{team['tenant'].slug}/jobs/",
+        {"template": "single-gpu", "gpu": 2, "name": "typo"},
+        format="json",
+    )
+    assert answer.status_code == 400
+    message = answer.json()["errors"]["gpu"][0]["message"]
+    assert message.startswith("Unknown field; this takes ")
+    assert "gpus" in message
+    assert not Job.objects.exists()
+    echoed = api(team["bob"]).post(volumes_url(team), {"name": "v", "size_gib": 1, "id": 7})
+    assert echoed.status_code == 201  # read-only fields sent back from a read are ignored
+
+
+def test_the_built_in_templates_follow_their_fixes_unless_an_admin_made_them_theirs(team):
+    """An installation seeded before the notebook was made private gets a new version with
+    the fix; jobs keep the version they ran; a template an admin saved is left as it is."""
+    call_command("seed_templates", verbosity=0)
+    notebook = JobTemplate.objects.get(name="jupyter-ssh", tenant__isnull=True)
+    old = notebook.latest
+    old.spec = {**old.spec, "expose": [{**e, "private": False} for e in old.spec["expose"]]}
+    old.save()  # as an older release published it
+    call_command("seed_templates", verbosity=0)
+    call_command("seed_templates", verbosity=0)  # once: nothing changes the second time
+    assert list(notebook.versions.order_by("version").values_list("version", flat=True)) == [1, 2]
+    assert {e["name"]: e.get("private", False) for e in notebook.latest.spec["expose"]} == {
+        "jupyter": True,
+        "ssh": False,
+    }
+    single = JobTemplate.objects.get(name="single-gpu", tenant__isnull=True)
+    services.save_template(name="single-gpu", spec_data=SPEC, overridable=[], actor=team["admin"])
+    call_command("seed_templates", verbosity=0)
+    assert single.latest.spec == SPEC  # the admin's

@@ -1,4 +1,6 @@
-"""Publish the built-in global job templates that are missing."""
+"""Publish the built-in global job templates: those missing, and a new version of those this
+command published whose built-in spec changed since (a fix, such as a notebook made private).
+A template a platform admin has saved a version of is theirs: it is left as it is."""
 
 from django.core.management.base import BaseCommand
 
@@ -11,15 +13,23 @@ class Command(BaseCommand):
     help = __doc__
 
     def handle(self, *args, **options):
-        added = 0
+        added = updated = 0
         for name, description, spec, overridable in TEMPLATES:
-            if not JobTemplate.objects.filter(name=name, tenant__isnull=True).exists():
-                services.save_template(
-                    name=name,
-                    spec_data=spec,
-                    overridable=overridable,
-                    description=description,
-                    actor=None,
-                )
-                added += 1
-        self.stdout.write(f"templates: {added} added, {len(TEMPLATES) - added} present")
+            template = JobTemplate.objects.filter(name=name, tenant__isnull=True).first()
+            latest = template.latest if template else None
+            if template is not None and (
+                latest is None
+                or latest.created_by_id is not None  # an admin's version: theirs now
+                or (latest.spec, latest.overridable) == (spec, overridable)
+            ):
+                continue
+            services.save_template(
+                name=name,
+                spec_data=spec,
+                overridable=overridable,
+                description=description,
+                actor=None,
+            )
+            added, updated = (added + 1, updated) if template is None else (added, updated + 1)
+        present = len(TEMPLATES) - added - updated
+        self.stdout.write(f"templates: {added} added, {updated} updated, {present} present")
