@@ -407,7 +407,7 @@ def test_the_job_page_reads_its_job_endpoints_and_events_once(
     assert 'data-testid="endpoint-ssh"' in html
     jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
     assert f"name: {jupyter.service_name}" in html  # its Service, among the manifests
-    assert f"by bob · 1 GPUs · {notebook.template_version}" in html
+    assert f"by bob · 1 GPU · {notebook.template_version}" in html
 
 
 def test_starting_an_endpoint_that_cannot_open_says_why_and_gives_no_code(client, team, notebook):
