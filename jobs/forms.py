@@ -61,6 +61,10 @@ class LaunchForm(forms.Form):
         for name in OVERRIDABLE:
             if name in self.fields:
                 self.fields[name].disabled = name not in allowed
+        # Left empty, a field takes the template's value: the empty box says which.
+        for name, field in self.fields.items():
+            if field.initial not in (None, "") and (name in OVERRIDABLE or "replicas" in name):
+                field.widget.attrs.setdefault("placeholder", f"empty: template {field.initial}")
 
     def overrides(self):
         data = self.cleaned_data

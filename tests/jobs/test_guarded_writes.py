@@ -236,3 +236,13 @@ def test_the_built_in_templates_follow_their_fixes_unless_an_admin_made_them_the
     services.save_template(name="single-gpu", spec_data=SPEC, overridable=[], actor=team["admin"])
     call_command("seed_templates", verbosity=0)
     assert single.latest.spec == SPEC  # the admin's
+
+
+def test_an_emptied_launch_field_says_it_takes_the_templates_value(team, templates, client):
+    client.force_login(team["bob"])
+    page = client.get(
+        f"/tenants/{team['tenant'].slug}/jobs/launch/?template=pytorch-ddp"
+    ).content.decode()
+    assert 'placeholder="empty: template 8"' in page  # GPUs per replica
+    assert 'placeholder="empty: template 2"' in page  # worker replicas
+    assert 'placeholder="empty: template 200"' in page  # workspace GiB
