@@ -28,6 +28,13 @@ _WORKSPACES = {
     "workspaces": Count("id", filter=_WITH_CLAIMS),
 }
 _HOLDING = Q(state__in=HOLDING)
+# What the jobs holding quota hold: what admission and a queued job's reasons compare.
+_HELD = {
+    "gpus": Sum("gpus", filter=_HOLDING),
+    "cpu": Sum("cpu_millicores", filter=_HOLDING),
+    "mem": Sum("memory_mib", filter=_HOLDING),
+    "jobs": Count("id", filter=_HOLDING),
+}
 _WAITING = Q(state=JobState.QUEUED, cancel_requested=False, delete_requested=False)
 QUEUE_PAGE = 100  # queued jobs read at a time
 
@@ -40,12 +47,7 @@ def admit_locked(tenant, *, arriving=None):
     else is read), and sets what it decided on it, to be saved with it. Its first run is the
     caller's to send, once it has a pk."""
     totals = Job.objects.filter(tenant=tenant).aggregate(  # one read of the tenant's jobs
-        gpus=Sum("gpus", filter=_HOLDING),
-        cpu=Sum("cpu_millicores", filter=_HOLDING),
-        mem=Sum("memory_mib", filter=_HOLDING),
-        jobs=Count("id", filter=_HOLDING),
-        waiting=Count("id", filter=_WAITING),
-        **_WORKSPACES,
+        waiting=Count("id", filter=_WAITING), **_HELD, **_WORKSPACES
     )
     used, running = totals["gpus"] or 0, totals["jobs"]
     cpu, memory = totals["cpu"] or 0, totals["mem"] or 0
@@ -197,11 +199,8 @@ def why_queued(job):
     the jobs ahead of it in the queue)."""
     tenant = job.tenant
     totals = Job.objects.filter(tenant=tenant).aggregate(
-        gpus=Sum("gpus", filter=_HOLDING),
-        cpu=Sum("cpu_millicores", filter=_HOLDING),
-        mem=Sum("memory_mib", filter=_HOLDING),
-        jobs=Count("id", filter=_HOLDING),
         finished_gib=Sum("storage_gib", filter=_WITH_CLAIMS & Q(state__in=FINISHED)),
+        **_HELD,
         **_WORKSPACES,
     )
     storage, pvcs = _with_data_volumes(tenant, totals)

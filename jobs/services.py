@@ -489,9 +489,9 @@ def save_template(
             }
         )
     if tenant is not None:
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)  # one save at a time
         if tenant.is_archived:
             raise ValidationError("This tenant is archived; it cannot get new templates.")
-        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)  # one save at a time
     template, created = JobTemplate.objects.get_or_create(
         name=name, tenant=tenant, defaults={"created_by": actor, "description": description}
     )

@@ -483,7 +483,8 @@ def note_gone_workspaces():
     cluster rebuilt while the collector was away) no longer count its storage: one LIST of the
     portal's claims per tenant with such jobs, with the full resync."""
     by_tenant = {}
-    for job in _counted_finished().select_related("tenant"):
+    finished = _counted_finished().select_related("tenant")
+    for job in finished.only("name", "storage_gib", "tenant__slug"):  # not their specs
         by_tenant.setdefault(job.tenant, []).append(job)
     for tenant, jobs in by_tenant.items():
         listed = get_cluster().list(
@@ -493,16 +494,15 @@ def note_gone_workspaces():
         _workspaces_gone(tenant, [job for job in jobs if workspace_claim(job.name) not in held])
 
 
-def workspace_deleted(tenant_slug, claim):
+def workspace_deleted(tenant_slug, job_name, claim):
     """The collector saw a claim of the portal's deleted: if it was a finished job's
     workspace, its storage no longer counts (a job still running gets it back from its run)."""
-    jobs = [
-        j
-        for j in _counted_finished().filter(tenant__slug=tenant_slug).select_related("tenant")
-        if workspace_claim(j.name) == claim
-    ]
-    if jobs:
-        _workspaces_gone(jobs[0].tenant, jobs)
+    if claim != workspace_claim(job_name):
+        return  # its data volume's, or its SSH keys'
+    finished = _counted_finished().filter(tenant__slug=tenant_slug, name=job_name)
+    job = finished.select_related("tenant").first()
+    if job is not None:
+        _workspaces_gone(job.tenant, [job])
 
 
 def _counted_finished():

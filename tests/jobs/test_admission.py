@@ -212,7 +212,7 @@ def test_a_finished_jobs_workspace_deleted_outside_the_portal_no_longer_counts(
     namespace = team["tenant"].namespace
     gone_for_good(cluster, "w0-workspace", namespace)
     with django_capture_on_commit_callbacks(execute=True):
-        workspace_deleted(team["tenant"].slug, "w0-workspace")  # the collector saw it
+        workspace_deleted(team["tenant"].slug, "w0", "w0-workspace")  # the collector saw it
     assert states(waiting) == ["admitted"]  # into the storage w0 held
     assert storage_in_use(team["tenant"])[0] == 2 * size  # w1's and w2's
     events = Job.objects.get(pk=done[0].pk).events.filter(kind="workspace-gone")

@@ -192,4 +192,4 @@ def test_a_deleted_claim_of_the_portals_is_told_to_the_jobs_app(monkeypatch):
     collect_cluster.follow_claim({**claim, "portal": False, "phase": "Bound"}, None)
     collect_cluster.follow_claim({**claim, "job": "", "phase": "Bound"}, None)
     collect_cluster.follow_claim({**claim, "phase": "Bound"}, {**claim, "phase": "Bound"})
-    assert told == [("t", "train-workspace")]
+    assert told == [("t", "train", "train-workspace")]

@@ -163,7 +163,7 @@ def follow_claim(old, new):
     start: jobs waiting then come back by their own re-check)."""
     if old and new is None and old["portal"] and old["job"]:
         close_old_connections()
-        workspace_deleted(old["tenant"], old["name"])
+        workspace_deleted(old["tenant"], old["job"], old["name"])
         return
     if old and new and new["job"] and new["phase"] == "Bound" and old["phase"] != "Bound":
         close_old_connections()
