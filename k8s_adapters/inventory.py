@@ -50,7 +50,11 @@ class GpuSummary:
 
 
 def gpu_summary(nodes: list[dict[str, Any]]) -> GpuSummary:
-    rows = [reduce_node(n) for n in nodes]
+    return summarize_gpus([reduce_node(n) for n in nodes])
+
+
+def summarize_gpus(rows: list[dict[str, Any]]) -> GpuSummary:
+    """The summary of nodes already reduced (`reduce_node`), as an informer keeps them."""
     return GpuSummary(
         total=sum(r["allocatable"] for r in rows),
         largest=max((r["allocatable"] for r in rows), default=0),

@@ -8,9 +8,11 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from core import snapshot as store
+from core.cluster import GPU_SUMMARY_KEY, GPU_SUMMARY_SECONDS, node_gpus
 from k8s_adapters.errors import K8sError
 from k8s_adapters.inventory import (
     diagnose,
@@ -262,6 +264,24 @@ def test_the_collector_shows_the_clusters_queues_runtime_classes_and_hypernodes(
     finally:
         for api, kind, name, _ in made:
             cluster.delete(api, kind, name)
+
+
+def test_launches_read_the_nodes_gpus_the_collector_keeps_instead_of_listing_nodes(
+    collector, gpu_nodes
+):
+    """Listed by a launch, the summary is cached for half a minute; the collector, which
+    watches the nodes, replaces it as they change: a new node's GPUs count within seconds, and
+    no launch lists the nodes while the collector runs."""
+    product, make = gpu_nodes
+    cache.set(GPU_SUMMARY_KEY, node_gpus(), GPU_SUMMARY_SECONDS)  # as a launch left it
+    assert product not in node_gpus().products
+    make("published", 16)
+    wait_for(
+        lambda: product in node_gpus().products,
+        timeout=15,
+        message="the collector to publish the new node's GPUs",
+    )
+    assert node_gpus().largest >= 16
 
 
 @pytest.mark.django_db

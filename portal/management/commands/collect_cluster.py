@@ -1,5 +1,6 @@
 """Watch Nodes, GPU pods, Volcano Queues, HyperNodes, RuntimeClasses, claims, StorageClasses and
-ResourceQuotas like informers, and keep the console's snapshot (with its diagnostics) in Redis;
+ResourceQuotas like informers, and keep the console's snapshot (with its diagnostics) and the
+nodes' GPU summary (what launches check against) in Redis;
 watch the portal's Volcano jobs and reconcile a job as soon as Volcano changes its phase or pod
 counts (the periodic resync stays as the safety net). Runs as its own service beside the
 worker."""
@@ -13,7 +14,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from core import snapshot as store
-from core.cluster import get_cluster
+from core.cluster import PUBLISH_EVERY, get_cluster, publish_node_gpus
 from core.heap import freeze_loaded
 from core.reconcile import enqueue
 from jobs.choices import PHASES, JobState
@@ -97,7 +98,7 @@ class Command(BaseCommand):
         sampled = 0.0
         try:
             while True:
-                changed.wait(timeout=history_interval)
+                changed.wait(timeout=min(history_interval, PUBLISH_EVERY))
                 changed.clear()
                 snapshot = self.publish(informers)
                 if time.monotonic() - sampled >= history_interval:
@@ -122,6 +123,7 @@ class Command(BaseCommand):
         )
         snapshot["at"] = timezone.now().isoformat()
         store.write(snapshot)
+        publish_node_gpus(inventory.summarize_gpus(stores["Node"]))
         return snapshot
 
 
