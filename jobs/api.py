@@ -230,3 +230,21 @@ class TemplateViewSet(
             actor=request.user,
         )
         return Response(TemplateSerializer(version.template).data, status=201)
+
+    @extend_schema(request=None, responses=TemplateSerializer)
+    @action(detail=True, methods=["post"])
+    def retire(self, request, pk=None):
+        """No launch may name it from now on, and it takes no versions; jobs launched from it
+        keep their version. For whoever may add its versions."""
+        template = services.set_template_retired(
+            self.get_object(), retired=True, actor=request.user
+        )
+        return Response(TemplateSerializer(template).data)
+
+    @extend_schema(request=None, responses=TemplateSerializer)
+    @action(detail=True, methods=["post"])
+    def restore(self, request, pk=None):
+        template = services.set_template_retired(
+            self.get_object(), retired=False, actor=request.user
+        )
+        return Response(TemplateSerializer(template).data)

@@ -166,7 +166,7 @@ class TemplateSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = JobTemplate
-        fields = ["id", "name", "tenant", "description", "latest", "created_at"]
+        fields = ["id", "name", "tenant", "description", "latest", "created_at", "retired_at"]
 
 
 class TemplateWriteSerializer(NoUnknownFields, serializers.Serializer):

@@ -7,9 +7,9 @@ from collections.abc import Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Subquery, Sum
+from django.db.models import Q, Subquery, Sum
 from django.utils import timezone
 
 from accounts.models import SSHKey
@@ -141,7 +141,16 @@ def template_version(
         return found
     template = template.first()
     if template is None:
-        raise ValidationError({"template": f"No template named '{name}' in {tenant.slug}."})
+        retired = JobTemplate.objects.filter(
+            Q(tenant__isnull=True) | Q(tenant=tenant), name=str(name), retired_at__isnull=False
+        ).exists()
+        said = (
+            f"The template '{name}' was retired; choose another template, or ask its owner to "
+            "restore it."
+            if retired
+            else f"No template named '{name}' in {tenant.slug}."
+        )
+        raise ValidationError({"template": said})
     missing = f"version {version}" if version not in (None, "") else "versions"
     raise ValidationError({"version": f"Template {template.name} has no {missing}."})
 
@@ -499,6 +508,15 @@ def save_template(
         _check_may_save(template, created, tenant, actor)
     # Versions of one template are numbered in turn: two saves at once wait for each other.
     template = JobTemplate.objects.select_for_update().get(pk=template.pk)
+    if template.retired_at is not None:
+        raise ValidationError(
+            {
+                "name": (
+                    f"The template '{name}' is retired: restore it on its page to add versions, "
+                    "or save under another name."
+                )
+            }
+        )
     if not created and description:
         template.description = description
         template.save(update_fields=["description"])
@@ -520,3 +538,23 @@ def save_template(
         after={"name": name, "version": version.version},
     )
     return version
+
+
+def set_template_retired(template: JobTemplate, *, retired: bool, actor: Any) -> JobTemplate:
+    """Retire a template (no launch is offered it, nor may name it; it takes no versions) or
+    restore it. Nothing is deleted: jobs keep the version they ran and relaunch from it. It is
+    for whoever may add its versions."""
+    if not may_add_version(template, actor):
+        raise PermissionDenied(
+            "Only platform admins retire global templates."
+            if template.tenant_id is None
+            else "Only the template's creator or a tenant admin retires or restores it."
+        )
+    with transaction.atomic():
+        template = JobTemplate.objects.select_for_update().get(pk=template.pk)
+        if (template.retired_at is not None) != retired:
+            template.retired_at = timezone.now() if retired else None
+            template.save(update_fields=["retired_at"])
+            action = "template.retire" if retired else "template.restore"
+            record(actor, action, template, tenant=template.tenant, after={"name": template.name})
+    return template

@@ -5,6 +5,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
 from tenants.access import get_tenant_for_user, has_role, require_platform_admin
 from tenants.choices import Role
@@ -26,8 +27,32 @@ def _writable_tenants(user):
 
 @login_required
 def template_list(request):
-    templates = JobTemplate.objects.for_user(request.user).select_related("tenant")
-    return render(request, "jobs/template_list.html", {"templates": templates})
+    templates = list(JobTemplate.objects.for_user(request.user).select_related("tenant"))
+    return render(
+        request,
+        "jobs/template_list.html",
+        {
+            "templates": [t for t in templates if t.retired_at is None],
+            "retired": [t for t in templates if t.retired_at is not None],
+        },
+    )
+
+
+@login_required
+@require_POST
+def template_retire(request, template_id):
+    """Retire a template (`retire=1`) or restore it (`retire=0`)."""
+    template = get_object_or_404(JobTemplate.objects.for_user(request.user), pk=template_id)
+    retire = request.POST.get("retire") != "0"
+    template = services.set_template_retired(template, retired=retire, actor=request.user)
+    if retire:
+        messages.success(
+            request,
+            f"Retired {template}: no launch offers it; jobs launched from it keep their version.",
+        )
+    else:
+        messages.success(request, f"Restored {template}: launches offer it again.")
+    return redirect("jobs:template", template_id=template.pk)
 
 
 @login_required
@@ -44,11 +69,15 @@ def template_edit(request, template_id=None):
             "spec": yaml.safe_dump(latest.spec, sort_keys=False),
             "overridable": latest.overridable,
         }
-    may_save = template is None or services.may_add_version(template, request.user)
-    if request.method == "POST" and not may_save:
+    may_change = template is None or services.may_add_version(template, request.user)
+    may_save = may_change and (template is None or template.retired_at is None)
+    if request.method == "POST" and not may_change:
         raise PermissionDenied(
             "Only its creator, a tenant admin or a platform admin adds versions."
         )
+    if request.method == "POST" and not may_save:  # a page opened before it was retired
+        messages.error(request, f"{template} is retired: restore it to add versions.")
+        return redirect("jobs:template", template_id=template.pk)
     form = TemplateForm(request.POST or None, initial=initial)
     if template is not None:
         form.fields["name"].required = False  # a template's name never changes
@@ -79,6 +108,7 @@ def template_edit(request, template_id=None):
             "scopes": scopes,
             "versions": template.versions.all() if template else [],
             "may_save": may_save,
+            "may_change": may_change,
         },
     )
 

@@ -8,6 +8,11 @@ urlpatterns = [
     path("console/endpoints/", views.expiry_board, name="expiry"),
     path("templates/new/", template_views.template_edit, name="template-new"),
     path("templates/<int:template_id>/", template_views.template_edit, name="template"),
+    path(
+        "templates/<int:template_id>/retire/",
+        template_views.template_retire,
+        name="template-retire",
+    ),
     path("tenants/<slug:slug>/jobs/", views.job_list, name="list"),
     path("tenants/<slug:slug>/jobs/launch/", views.launch, name="launch"),
     path("tenants/<slug:slug>/jobs/<slug:name>/", views.job_detail, name="detail"),

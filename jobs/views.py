@@ -4,7 +4,6 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import prefetch_related_objects
-from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -96,18 +95,22 @@ def _pickable(tenant):
     return [t for t in templates if t.tenant_id is not None or t.name not in own]
 
 
+def _pick(request, tenant, status=200):
+    context = {"tenant": tenant, "templates": _pickable(tenant)}
+    return render(request, "jobs/launch_pick.html", context, status=status)
+
+
 @login_required
 def launch(request, slug):
     tenant = get_tenant_for_user(request.user, slug, role=Role.RESEARCHER)
     params = request.POST if request.method == "POST" else request.GET
     if not params.get("template"):
-        return render(
-            request, "jobs/launch_pick.html", {"tenant": tenant, "templates": _pickable(tenant)}
-        )
+        return _pick(request, tenant)
     try:
         version = services.template_version(tenant, params["template"], params.get("version"))
-    except ValidationError as exc:
-        raise Http404(" ".join(exc.messages)) from exc
+    except ValidationError as exc:  # a link to a template retired or gone: pick another
+        messages.error(request, " ".join(exc.messages))
+        return _pick(request, tenant, status=404)
     form = LaunchForm(request.POST or None, version=version, tenant=tenant)
     context = {"tenant": tenant, "form": form, "version": version}
     if request.method == "POST" and form.is_valid():

@@ -12,10 +12,11 @@ class JobTemplateQuerySet(models.QuerySet):
         return self.filter(Q(tenant__isnull=True) | Q(tenant__in=Tenant.objects.for_user(user)))
 
     def for_tenant(self, tenant):
-        """What a launch in `tenant` may use: its own templates first, then global ones."""
-        return self.filter(Q(tenant__isnull=True) | Q(tenant=tenant)).order_by(
-            F("tenant").asc(nulls_last=True), "name"
-        )
+        """What a launch in `tenant` may use: its own templates first, then global ones; none
+        retired (a retired tenant template no longer replaces the global one of its name)."""
+        return self.filter(
+            Q(tenant__isnull=True) | Q(tenant=tenant), retired_at__isnull=True
+        ).order_by(F("tenant").asc(nulls_last=True), "name")
 
 
 class JobTemplate(models.Model):
@@ -35,6 +36,9 @@ class JobTemplate(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Retired templates are offered to no launch and take no versions; jobs launched from them
+    # keep their version (and relaunch), and the template can be restored.
+    retired_at = models.DateTimeField(null=True, blank=True)
 
     objects = JobTemplateQuerySet.as_manager()
 

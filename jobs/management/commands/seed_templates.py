@@ -1,6 +1,6 @@
 """Publish the built-in global job templates: those missing, and a new version of those this
 command published whose built-in spec changed since (a fix, such as a notebook made private).
-A template a platform admin has saved a version of is theirs: it is left as it is."""
+A template a platform admin has saved a version of, or retired, is theirs: it is left as it is."""
 
 from django.core.management.base import BaseCommand
 
@@ -18,7 +18,8 @@ class Command(BaseCommand):
             template = JobTemplate.objects.filter(name=name, tenant__isnull=True).first()
             latest = template.latest if template else None
             if template is not None and (
-                latest is None
+                template.retired_at is not None  # a platform admin retired it
+                or latest is None
                 or latest.created_by_id is not None  # an admin's version: theirs now
                 or (latest.spec, latest.overridable) == (spec, overridable)
             ):
