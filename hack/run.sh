@@ -24,7 +24,11 @@ cat >.local/oidc/users.json <<USERS
  "omar": {"password": "$password", "email": "omar@example.org", "name": "Omar",
           "groups": ["gpu-portal:nlp:admin", "gpu-portal:platform-admins"]}}
 USERS
-# Endpoints answer through the router on its port, as http (no certificates here).
+# As deployed (DEBUG off: the portal's own error pages, never Django's technical ones), over
+# plain http on loopback. Endpoints answer through the router on its port, as http (no
+# certificates here).
+export DEBUG=false SESSION_COOKIE_SECURE=false ENDPOINT_WILDCARD_DOMAIN=endpoints.localhost
+export ALLOWED_HOSTS=${ALLOWED_HOSTS:-localhost,127.0.0.1,[::1],$HOST}
 export PORTAL_URL=http://$HOST:$PORT ENDPOINT_SCHEME=http ENDPOINT_PORT=${ROUTER_HTTP_PORT:-18080}
 export KUBECONFIG=${KUBECONFIG:-$ROOT/.local/controlplane/kubeconfig}
 export OIDC_SERVER_URL=http://127.0.0.1:9400 OIDC_CLIENT_ID=gpu-portal OIDC_PROVIDER_NAME="Demo SSO"
