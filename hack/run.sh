@@ -11,7 +11,9 @@ LOGS=.local/logs
 mkdir -p "$LOGS"
 
 password_file=.local/demo-password
-[[ -f $password_file ]] || python3 -c 'import secrets; print(secrets.token_urlsafe(12))' >"$password_file"
+# Letters and digits only: easy to type, and never read as an option (one began with '-').
+[[ -f $password_file ]] || python3 -c 'import secrets, string
+print("".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(16)))' >"$password_file"
 password=$(cat "$password_file")
 
 # A local OpenID provider, so "Sign in with SSO" works in the demo as it would with Keycloak.
@@ -37,7 +39,7 @@ OIDC_PORT=9400 OIDC_REDIRECT_URIS="http://$HOST:$PORT/accounts/oidc/sso/login/ca
   bash hack/oidc.sh start
 
 $PY manage.py collectstatic --noinput -v 0
-$PY manage.py seed_demo --password "$password"
+$PY manage.py seed_demo --password="$password"
 
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
