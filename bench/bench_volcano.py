@@ -43,6 +43,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 from bench_launch import login
 from common import ROOT, Busy, percentile, setup_django, start, start_worker, stop
@@ -138,6 +139,18 @@ class Running(threading.Thread):
                 missing = sorted(set(names) - seen.keys())
                 sys.exit(f"{len(missing)} jobs never ran, e.g. {missing[:3]}")
             time.sleep(0.05)
+
+
+def schedule_period():
+    """How often the test bed's Volcano scheduler runs a session (its --schedule-period), or
+    "unknown" on another cluster: the time to Running moves with it, and the portal's own part
+    does not, so each comparison says which it ran at."""
+    pid_file = ROOT / ".local" / "controlplane" / "volcano" / "vc-scheduler.pid"
+    try:
+        args = Path(f"/proc/{int(pid_file.read_text())}/cmdline").read_bytes().split(b"\0")
+        return args[args.index(b"--schedule-period") + 1].decode()
+    except (OSError, ValueError, IndexError):
+        return "unknown"
 
 
 def seed_nodes():
@@ -466,8 +479,8 @@ def main():
     try:
         time.sleep(3)
         print(
-            f"time to Running, {JOBS} jobs of 4 GPUs on {NODES} simulated 8-GPU nodes "
-            f"({timezone.now():%Y-%m-%d}):",
+            f"time to Running, {JOBS} jobs of 4 GPUs on {NODES} simulated 8-GPU nodes, Volcano "
+            f"scheduling every {schedule_period()} ({timezone.now():%Y-%m-%d}):",
             flush=True,
         )
         if "paced" in RUNS:
