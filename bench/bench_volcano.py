@@ -21,7 +21,9 @@ POSTs back to back). Each line says how busy the machine's CPUs were.
 The steady comparison runs BENCH_ROUNDS times (default 1), the script and the portal in turn,
 each round reported, then all rounds together: the load of a shared machine drifts over minutes,
 and one round's p99 (its second-slowest job) moves by more than the target. Each comparison
-says what the portal adds with a 95% bootstrap interval.
+says what the portal adds with a 95% bootstrap interval. BENCH_PERIODS (say `1s,200ms`) runs it
+at each of Volcano's scheduling periods in turn, restarting the test bed's scheduler: the time
+to Running moves with the period, the portal's own part does not.
 
 Each job asks for 4 GPUs on one pod, so all 200 fit at once (2 per node). Target: the portal
 adds at most 10% at p50 and at p99.
@@ -72,6 +74,9 @@ DRAIN_JOBS = int(os.environ.get("BENCH_DRAIN_JOBS", "1000"))
 # spare, where the script's own pace keeps its CPUs nearly saturated with the direct run alone.
 STEADY_PACE = float(os.environ.get("BENCH_STEADY_PACE", "1"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "1"))
+# Scheduling periods to run the steady comparison at, one after another (the test bed's
+# scheduler restarted at each, then at its own period again): empty, the period it runs at.
+PERIODS = [p for p in os.environ.get("BENCH_PERIODS", "").split(",") if p]
 # Which comparisons to run: paced (the script's pace), steady, burst (all at once).
 RUNS = os.environ.get("BENCH_RUNS", "paced,steady,burst").split(",")
 TIMELINE = os.environ.get("BENCH_DRAIN_TIMELINE", "")  # a file for the drain's per-job times
@@ -492,14 +497,15 @@ def main():
             )
             compare("one after another", direct, portal, busy)
         if "steady" in RUNS:
-            label = f"one after another, {STEADY_PACE:g} jobs/s on average (Poisson)"
-            rounds = []
-            for n in range(ROUNDS):
-                rounds.append(paired_round(tenant, user, version, f"s{n}", STEADY_PACE)[:3])
-                suffix = f", round {n + 1} of {ROUNDS}" if ROUNDS > 1 else ""
-                compare(label + suffix, *rounds[-1])
-            if ROUNDS > 1:
-                compare(f"{label}, all {ROUNDS} rounds together", *pooled(rounds))
+            own = schedule_period()
+            try:
+                for period in PERIODS or [own]:
+                    if period != schedule_period():
+                        restart_scheduler(period)
+                    steady(tenant, user, version, f"at {period}, " if PERIODS else "")
+            finally:
+                if schedule_period() != own:
+                    restart_scheduler(own)
         if "burst" in RUNS:
             busy = Busy()
             burst, _, _ = direct_burst(tenant, user)
@@ -523,6 +529,29 @@ def main():
         version.template.delete()
         tenant.delete()
         remove_nodes()
+
+
+def steady(tenant, user, version, prefix):
+    label = f"{prefix}one after another, {STEADY_PACE:g} jobs/s on average (Poisson)"
+    rounds = []
+    tag = prefix.removeprefix("at ").rstrip(", ").replace(".", "")
+    for n in range(ROUNDS):
+        rounds.append(paired_round(tenant, user, version, f"s{tag}{n}", STEADY_PACE)[:3])
+        suffix = f", round {n + 1} of {ROUNDS}" if ROUNDS > 1 else ""
+        compare(label + suffix, *rounds[-1])
+    if ROUNDS > 1:
+        compare(f"{label}, all {ROUNDS} rounds together", *pooled(rounds))
+
+
+def restart_scheduler(period):
+    if schedule_period() == "unknown":
+        sys.exit("BENCH_PERIODS restarts the test bed's scheduler; none runs here")
+    subprocess.run(
+        ["bash", "hack/volcano.sh", "restart-scheduler"],
+        cwd=ROOT,
+        env={**os.environ, "VC_SCHEDULE_PERIOD": period},
+        check=True,
+    )
 
 
 def paired_round(tenant, user, version, tag, pace=None):

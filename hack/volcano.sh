@@ -10,6 +10,8 @@
 #                            and the test bed's volume provisioner (hack/volcano/provisioner.py)
 #   hack/volcano.sh seed     create simulated GPU nodes and a two-tier HyperNode tree
 #                            (--nodes 8 --gpus 8 --leaves 4 --spines 2 --product ...; after start)
+#   hack/volcano.sh restart-scheduler
+#                            restart the scheduler alone, a session every VC_SCHEDULE_PERIOD
 #   hack/volcano.sh stop     stop what start started (by recorded pid)
 #   hack/volcano.sh status   exit 0 when every process runs and its health endpoint answers
 #
@@ -302,6 +304,19 @@ cmd_seed() {
   cluster_py seed "$@"
 }
 
+cmd_restart_scheduler() {  # at VC_SCHEDULE_PERIOD: the Volcano benchmark compares periods
+  if running vc-scheduler; then
+    local pid; pid=$(cat "$RUN/vc-scheduler.pid")
+    kill "$pid"
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$RUN/vc-scheduler.pid"
+  start_scheduler
+  wait_http vc-scheduler "http://127.0.0.1:$VC_SCHEDULER_HEALTHZ_PORT/healthz" 60
+  log "scheduler restarted, a session every $VC_SCHEDULE_PERIOD"
+}
+
 cmd_stop() {
   # Reverse order. Then the webhook configurations go (with failurePolicy Fail every Volcano
   # job and queue write would fail without the webhook manager), and so do the node leases
@@ -342,6 +357,7 @@ case ${1:-} in
   build) cmd_build ;;
   start) cmd_start ;;
   seed) shift; cmd_seed "$@" ;;
+  restart-scheduler) cmd_restart_scheduler ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
   crds) crd_files ;;
