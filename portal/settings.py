@@ -33,6 +33,7 @@ if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set when DEBUG is off.")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+CSRF_FAILURE_VIEW = "portal.errors.csrf_failure"
 PORTAL_URL = env.str("PORTAL_URL", default="http://127.0.0.1:8000")
 
 INSTALLED_APPS = [
@@ -44,6 +45,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "allauth",
     "allauth.account",
@@ -59,6 +61,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "core.middleware.RequestMetrics",
+    "portal.errors.MethodNotAllowedPage",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -187,6 +190,11 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Portal API",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The docs page's scripts and styles from the portal's own static files: a self-hosted
+    # install may reach no CDN (the page was blank), and these are pinned.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "portal.schema_links.add_links",

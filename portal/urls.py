@@ -59,3 +59,5 @@ urlpatterns = [
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("django-admin/", admin.site.urls),
 ]
+
+handler404 = "portal.errors.not_found"
