@@ -236,7 +236,7 @@ class TemplateViewSet(
     def retire(self, request, pk=None):
         """No launch may name it from now on, and it takes no versions; jobs launched from it
         keep their version. For whoever may add its versions."""
-        template = services.set_template_retired(
+        template, _ = services.set_template_retired(
             self.get_object(), retired=True, actor=request.user
         )
         return Response(TemplateSerializer(template).data)
@@ -244,7 +244,7 @@ class TemplateViewSet(
     @extend_schema(request=None, responses=TemplateSerializer)
     @action(detail=True, methods=["post"])
     def restore(self, request, pk=None):
-        template = services.set_template_retired(
+        template, _ = services.set_template_retired(
             self.get_object(), retired=False, actor=request.user
         )
         return Response(TemplateSerializer(template).data)

@@ -53,7 +53,7 @@ class LaunchForm(forms.Form):
                 min_value=1,
                 max_value=1000,
                 initial=task.get("replicas", 1),
-                label=f"{task['name']} replicas",
+                label=f"Replicas of task {task['name']}",
                 required=False,
             )
             field.disabled = "replicas" not in allowed

@@ -512,8 +512,9 @@ def save_template(
         raise ValidationError(
             {
                 "name": (
-                    f"The template '{name}' is retired: restore it on its page to add versions, "
-                    "or save under another name."
+                    f"The template '{name}' is retired: restore it first (the Restore button "
+                    f"on its page, or POST /api/v1/templates/{template.pk}/restore/), or save "
+                    "under another name."
                 )
             }
         )
@@ -540,21 +541,30 @@ def save_template(
     return version
 
 
-def set_template_retired(template: JobTemplate, *, retired: bool, actor: Any) -> JobTemplate:
+def set_template_retired(
+    template: JobTemplate, *, retired: bool, actor: Any
+) -> tuple[JobTemplate, bool]:
     """Retire a template (no launch is offered it, nor may name it; it takes no versions) or
-    restore it. Nothing is deleted: jobs keep the version they ran and relaunch from it. It is
-    for whoever may add its versions."""
+    restore it; returns it and whether that changed anything. Nothing is deleted: jobs keep the
+    version they ran and relaunch from it. It is for whoever may add its versions."""
     if not may_add_version(template, actor):
         raise PermissionDenied(
-            "Only platform admins retire global templates."
+            "Only platform admins retire or restore global templates."
             if template.tenant_id is None
             else "Only the template's creator or a tenant admin retires or restores it."
         )
     with transaction.atomic():
         template = JobTemplate.objects.select_for_update().get(pk=template.pk)
-        if (template.retired_at is not None) != retired:
+        changed = (template.retired_at is not None) != retired
+        if changed:
             template.retired_at = timezone.now() if retired else None
             template.save(update_fields=["retired_at"])
-            action = "template.retire" if retired else "template.restore"
-            record(actor, action, template, tenant=template.tenant, after={"name": template.name})
-    return template
+            record(
+                actor,
+                "template.retire" if retired else "template.restore",
+                template,
+                tenant=template.tenant,
+                before={"name": template.name, "retired": not retired},
+                after={"name": template.name, "retired": retired},
+            )
+    return template, changed

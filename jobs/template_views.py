@@ -43,9 +43,14 @@ def template_list(request):
 def template_retire(request, template_id):
     """Retire a template (`retire=1`) or restore it (`retire=0`)."""
     template = get_object_or_404(JobTemplate.objects.for_user(request.user), pk=template_id)
-    retire = request.POST.get("retire") != "0"
-    template = services.set_template_retired(template, retired=retire, actor=request.user)
-    if retire:
+    if request.POST.get("retire") not in ("0", "1"):
+        messages.error(request, "Use the Retire or Restore button on this page.")
+        return redirect("jobs:template", template_id=template.pk)
+    retire = request.POST["retire"] == "1"
+    template, changed = services.set_template_retired(template, retired=retire, actor=request.user)
+    if not changed:
+        messages.info(request, f"{template} was {'already' if retire else 'not'} retired.")
+    elif retire:
         messages.success(
             request,
             f"Retired {template}: no launch offers it; jobs launched from it keep their version.",

@@ -77,8 +77,8 @@ def test_a_retired_template_takes_no_versions_until_restored(team):
     saved = admin.post("/api/v1/templates/", {"name": "recipe", "spec": SPEC}, format="json")
     assert saved.status_code == 400
     assert saved.json()["errors"]["name"][0]["message"] == (
-        "The template 'recipe' is retired: restore it on its page to add versions, or save "
-        "under another name."
+        "The template 'recipe' is retired: restore it first (the Restore button on its page, "
+        f"or POST /api/v1/templates/{version.template_id}/restore/), or save under another name."
     )
     assert version.template.versions.count() == 1
 
@@ -91,8 +91,13 @@ def test_a_retired_template_takes_no_versions_until_restored(team):
         ]["version"]
         == 2
     )
-    actions = AuditEvent.objects.filter(object_type="JobTemplate").values_list("action", flat=True)
-    assert sorted(actions) == ["template.restore", "template.retire"]
+    again = admin.post(f"/api/v1/templates/{version.template_id}/restore/")
+    assert again.status_code == 200  # nothing to restore: nothing changes, nothing recorded
+    events = AuditEvent.objects.filter(object_type="JobTemplate").order_by("pk")
+    assert [(e.action, e.before["retired"], e.after["retired"]) for e in events] == [
+        ("template.retire", False, True),
+        ("template.restore", True, False),
+    ]
 
 
 def test_retiring_a_tenants_template_gives_its_launches_the_global_one_back(team):
@@ -118,16 +123,24 @@ def test_only_who_may_version_a_template_retires_or_restores_it(team, client):
     bob = api(team["bob"])
     global_refused = bob.post(f"/api/v1/templates/{shared.template_id}/retire/")
     assert global_refused.status_code == 403
-    assert global_refused.json()["detail"] == "Only platform admins retire global templates."
+    assert global_refused.json()["detail"] == (
+        "Only platform admins retire or restore global templates."
+    )
     colleague_refused = bob.post(f"/api/v1/templates/{alices.template_id}/retire/")
     assert colleague_refused.status_code == 403
     assert colleague_refused.json()["detail"] == (
         "Only the template's creator or a tenant admin retires or restores it."
     )
     client.force_login(team["bob"])
-    assert client.post(f"/templates/{alices.template_id}/retire/").status_code == 403
+    forged = client.post(f"/templates/{alices.template_id}/retire/", {"retire": "1"})
+    assert forged.status_code == 403
     page = client.get(f"/templates/{alices.template_id}/").content.decode()
     assert "Retire</button>" not in page
+    services.set_template_retired(shared.template, retired=True, actor=team["admin"])
+    page = client.get(f"/templates/{shared.template_id}/").content.decode()
+    assert "Restore</button>" not in page
+    assert "Only platform admins restore global templates." in page
+    services.set_template_retired(shared.template, retired=False, actor=team["admin"])
     assert bob.post(f"/api/v1/templates/{bobs.template_id}/retire/").status_code == 200
     # Alice, the tenant's admin, restores bob's template; charlie, of another tenant, sees none.
     assert (
@@ -149,3 +162,18 @@ def test_seeding_leaves_a_retired_built_in_template_retired(team):
     notebook.refresh_from_db()
     assert notebook.retired_at is not None
     assert notebook.versions.count() == 1
+
+
+def test_a_retire_form_sends_retire_or_restore_and_nothing_else(team, client):
+    version = services.save_template(
+        name="recipe", spec_data=SPEC, overridable=[], actor=team["admin"]
+    )
+    client.force_login(team["admin"])
+    url = f"/templates/{version.template_id}/retire/"
+    garbage = client.post(url, {"retire": "garbage"}, follow=True).content.decode()
+    assert "Use the Retire or Restore button on this page." in garbage
+    version.template.refresh_from_db()
+    assert version.template.retired_at is None
+    page = client.post(url, {"retire": "0"}, follow=True).content.decode()
+    assert "was not retired" in page
+    assert not AuditEvent.objects.filter(object_type="JobTemplate").exists()
