@@ -467,6 +467,25 @@ def parse(
     return spec
 
 
+def in_reading_order(data: Any) -> Any:
+    """A spec's keys in the order this module documents them (image and command first, each
+    task's name first): the database keeps a spec as JSON whose key order it chooses, and a
+    spec shown back to its author in that order reads scrambled. Anything else is left as is."""
+    if not isinstance(data, dict):
+        return data
+
+    def ordered(item: dict[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
+        rank = {key: i for i, key in enumerate(known)}
+        return dict(sorted(item.items(), key=lambda kv: rank.get(kv[0], len(known))))
+
+    spec = ordered(data, SPEC_KEYS)
+    if isinstance(spec.get("tasks"), list):
+        spec["tasks"] = [
+            ordered(task, TASK_KEYS) if isinstance(task, dict) else task for task in spec["tasks"]
+        ]
+    return spec
+
+
 def apply_overrides(
     template_spec: dict[str, Any], overrides: dict[str, Any], allowed: Collection[str]
 ) -> dict[str, Any]:

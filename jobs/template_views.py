@@ -12,6 +12,7 @@ from tenants.choices import Role
 from tenants.models import Tenant
 
 from . import services
+from . import spec as specs
 from .forms import TemplateForm
 from .models import JobTemplate
 from .views import spec_errors
@@ -71,7 +72,7 @@ def template_edit(request, template_id=None):
         initial = {
             "name": template.name,
             "description": template.description,
-            "spec": yaml.safe_dump(latest.spec, sort_keys=False),
+            "spec": yaml.safe_dump(specs.in_reading_order(latest.spec), sort_keys=False),
             "overridable": latest.overridable,
         }
     may_change = template is None or services.may_add_version(template, request.user)

@@ -125,3 +125,18 @@ def test_the_launch_form_round_trips_a_template_command_unchanged(db, templates)
     form = LaunchForm(version=version, tenant=tenant)
     shown = form.fields["command"].initial
     assert specs.parse({**version.spec, "command": shown}).command == tuple(version.spec["command"])
+
+
+def test_a_spec_shown_back_reads_in_the_documented_order_whatever_the_database_kept():
+    # As PostgreSQL's jsonb gives a spec back: shorter keys first.
+    stored = {
+        "tasks": [{"gpus": 1, "name": "main", "replicas": 2, "custom": 1}],
+        "image": "registry.local/train:1",
+        "command": ["python", "train.py"],
+        "max_retry": 1,
+    }
+    shown = specs.in_reading_order(stored)
+    assert list(shown) == ["image", "command", "tasks", "max_retry"]
+    assert list(shown["tasks"][0]) == ["name", "replicas", "gpus", "custom"]
+    assert shown == stored  # the same spec, only in another order
+    assert specs.in_reading_order(["not", "a", "spec"]) == ["not", "a", "spec"]
