@@ -485,7 +485,8 @@ def main():
         time.sleep(3)
         print(
             f"time to Running, {JOBS} jobs of 4 GPUs on {NODES} simulated 8-GPU nodes, Volcano "
-            f"scheduling every {schedule_period()} ({timezone.now():%Y-%m-%d}):",
+            f"scheduling every {' and every '.join(PERIODS) or schedule_period()} "
+            f"({timezone.now():%Y-%m-%d}):",
             flush=True,
         )
         if "paced" in RUNS:
