@@ -276,12 +276,12 @@ def test_launches_read_the_nodes_gpus_the_collector_keeps_instead_of_listing_nod
     cache.set(GPU_SUMMARY_KEY, node_gpus(), GPU_SUMMARY_SECONDS)  # as a launch left it
     assert product not in node_gpus().products
     make("published", 16)
-    wait_for(
-        lambda: product in node_gpus().products,
-        timeout=15,
-        message="the collector to publish the new node's GPUs",
-    )
-    assert node_gpus().largest >= 16
+
+    def published():  # the node is created, then its status: both reach the summary
+        summary = node_gpus()
+        return product in summary.products and summary.largest >= 16
+
+    wait_for(published, timeout=15, message="the collector to publish the new node's GPUs")
 
 
 @pytest.mark.django_db
