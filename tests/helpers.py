@@ -7,6 +7,7 @@ from unittest import mock
 
 import pytest
 from django.db import connection
+from rest_framework.test import APIClient
 
 from k8s_adapters.client import Cluster
 
@@ -73,3 +74,18 @@ def at_once(count, call):
         thread.join(timeout=120)
     assert not errors, errors
     return results
+
+
+# The smallest spec a template or launch takes: one task of one GPU.
+ONE_GPU_SPEC = {
+    "image": "registry.local/train:1",
+    "command": ["python", "train.py"],
+    "tasks": [{"name": "main", "replicas": 1, "gpus": 1}],
+}
+
+
+def api_as(user):
+    """An API client signed in as `user` (a session, as the browser's)."""
+    client = APIClient()
+    client.force_login(user)
+    return client

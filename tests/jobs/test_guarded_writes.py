@@ -5,29 +5,18 @@ half-created."""
 
 import pytest
 from django.core.management import call_command
-from rest_framework.test import APIClient
 
 from core.cluster import node_gpus
 from jobs import services
 from jobs.models import DataVolume, Job, JobTemplate, JobTemplateVersion
 from tenants.choices import Role, TenantState
 from tenants.models import Membership, Tenant
+from tests.helpers import ONE_GPU_SPEC as SPEC
+from tests.helpers import api_as as api
 from tests.helpers import at_once
 from tests.tenants.conftest import make_user
 
 pytestmark = pytest.mark.django_db
-
-SPEC = {
-    "image": "registry.local/train:1",
-    "command": ["python", "train.py"],
-    "tasks": [{"name": "main", "replicas": 1, "gpus": 1}],
-}
-
-
-def api(user):
-    client = APIClient()
-    client.force_login(user)
-    return client
 
 
 def volumes_url(team):

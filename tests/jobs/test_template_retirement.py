@@ -4,25 +4,14 @@ browser and the API alike."""
 
 import pytest
 from django.core.management import call_command
-from rest_framework.test import APIClient
 
 from jobs import services
 from jobs.models import Job, JobTemplate
 from tenants.models import AuditEvent
+from tests.helpers import ONE_GPU_SPEC as SPEC
+from tests.helpers import api_as as api
 
 pytestmark = pytest.mark.django_db
-
-SPEC = {
-    "image": "registry.local/train:1",
-    "command": ["python", "train.py"],
-    "tasks": [{"name": "main", "replicas": 1, "gpus": 1}],
-}
-
-
-def api(user):
-    client = APIClient()
-    client.force_login(user)
-    return client
 
 
 def test_a_retired_template_is_offered_to_no_launch_and_its_jobs_keep_their_version(
