@@ -6,11 +6,18 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from core.reconcile import enqueue, enqueue_all
 from k8s_adapters.names import endpoint_host_label
-from k8s_adapters.routing import AuthSpec, EndpointSpec, endpoint_objects
+from k8s_adapters.routing import (
+    AuthSpec,
+    EndpointSpec,
+    FallbackSpec,
+    build_fallback,
+    endpoint_objects,
+)
 from tenants.access import has_role
 from tenants.choices import Role
 from tenants.services import record
@@ -115,6 +122,21 @@ def auth_spec():
 def objects(endpoint_specs):
     """The Services, routes and exposure policies of these endpoints."""
     return endpoint_objects(endpoint_specs, auth_spec(), settings.ROUTING_DRIVER)
+
+
+def fallback_objects():
+    """The router objects sending every endpoint host no route serves (its job ended, its time
+    ran out) to the portal's page saying so. They live beside the router: in the Gateway's
+    namespace for Gateway API, else in the router's."""
+    namespace = settings.ROUTER_NAMESPACE
+    if settings.ROUTING_DRIVER == "gateway-api" and "/" in settings.ROUTING_GATEWAY:
+        namespace = settings.ROUTING_GATEWAY.split("/", 1)[0]
+    fallback = FallbackSpec(
+        domain=settings.ENDPOINT_WILDCARD_DOMAIN,
+        namespace=namespace,
+        closed_url=settings.PORTAL_URL.rstrip("/") + reverse("jobs:endpoint-closed"),
+    )
+    return build_fallback(fallback, auth_spec(), settings.ROUTING_DRIVER)
 
 
 def _reconcile(job):

@@ -1,6 +1,7 @@
 """Reconcile jobs into Volcano jobs with their workspace PVC and SSH-key Secret, and data
 volumes into PVCs; observed status flows back."""
 
+import logging
 import re
 import time
 from datetime import timedelta
@@ -14,13 +15,18 @@ from django.utils import timezone
 from core.cluster import get_cluster
 from core.reconcile import Requeue, enqueue_all, nothing_waiting, once_every, reconciler
 from k8s_adapters.client import ObjectRef
-from k8s_adapters.errors import PermanentK8sError, plain_words
+from k8s_adapters.errors import K8sError, PermanentK8sError, plain_words
 from k8s_adapters.events import telling_events
 from k8s_adapters.inventory import reduce_claim
 from k8s_adapters.labels import portal_labels
 from k8s_adapters.names import workspace_claim
 from k8s_adapters.quantity import to_decimal
-from k8s_adapters.routing import ENDPOINT_KINDS, observed_service
+from k8s_adapters.routing import (
+    ENDPOINT_KINDS,
+    FALLBACK_COMPONENT,
+    ROUTE_KINDS,
+    observed_service,
+)
 from k8s_adapters.volcano import (
     JOB_KINDS,
     QUEUE_API,
@@ -53,6 +59,7 @@ PENDING_REASON_EVERY = 5  # seconds: reading why a job waits takes several LISTs
 LONG_WAIT, LONG_WAIT_EVERY = timedelta(minutes=1), 3
 _queues = {"at": 0.0, "parents": set(), "open": {}}
 QUEUE_OPEN_FOR = 5  # seconds
+logger = logging.getLogger(__name__)
 STORAGE_LIMIT = re.compile(r"exceeded quota: .*limited: requests\.storage=([0-9.]+[A-Za-z]*)")
 
 
@@ -537,5 +544,29 @@ def _workspaces_gone(tenant, jobs):
 @shared_task(name="jobs.reclaim_endpoints", ignore_result=True)
 def reclaim_endpoints():
     """Remove the Services and routes of expired endpoints (forward-auth already denies them
-    from the moment they expire)."""
+    from the moment they expire), and keep the router's fallback for closed ones."""
     endpoints.reclaim_expired()
+    ensure_router_fallback()
+
+
+def ensure_router_fallback():
+    """Apply the router's fallback for endpoint hosts no route serves, and prune one left by
+    another routing driver. Without it the router answers a closed endpoint with its own bare
+    404; a failure here is logged and tried again on the next run."""
+    desired = endpoints.fallback_objects()
+    namespace = desired[0]["metadata"]["namespace"]
+    cluster = get_cluster()
+    try:
+        cluster.apply(desired)
+        cluster.prune(
+            labels=portal_labels(component=FALLBACK_COMPONENT),
+            keep={ObjectRef.of(obj) for obj in desired},
+            kinds=ROUTE_KINDS,
+            namespace=namespace,
+        )
+    except K8sError:
+        logger.exception(
+            "Could not apply the router's fallback for closed endpoints in namespace %s; "
+            "a closed endpoint shows the router's own 404 until it is applied",
+            namespace,
+        )

@@ -6,6 +6,7 @@ app_name = "jobs"
 urlpatterns = [
     path("templates/", template_views.template_list, name="templates"),
     path("console/endpoints/", views.expiry_board, name="expiry"),
+    path("endpoints/closed/", views.endpoint_closed, name="endpoint-closed"),
     path("templates/new/", template_views.template_edit, name="template-new"),
     path("templates/<int:template_id>/", template_views.template_edit, name="template"),
     path(

@@ -4,7 +4,9 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import prefetch_related_objects
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from k8s_adapters.volcano import build_job
@@ -20,6 +22,7 @@ from .choices import JobState
 from .filters import filter_jobs
 from .forms import DataVolumeForm, LaunchForm
 from .models import DataVolume, Endpoint, Job, JobTemplate
+from .routes import endpoint_host, label_of_host
 
 FORM_FIELDS = {
     "image": "image",
@@ -148,6 +151,72 @@ def preview(tenant, user, version, overrides, name, volume):
         "gpus": spec.total_gpus,
         "warnings": services.scheduling_warnings(spec),
     }
+
+
+def _closed_endpoint(user, label):
+    """The endpoint at this host label, if the user may see its job's tenant; else None."""
+    if not label or not user.is_authenticated:
+        return None
+    return (
+        Endpoint.objects.select_related("job__tenant")
+        .filter(host_label=label, job__in=Job.objects.for_user(user))
+        .first()
+    )
+
+
+def _why_closed(endpoint, user):
+    """(what happened, what to do, whether it is open after all) for an endpoint the router
+    had no route for."""
+    job = endpoint.job
+    if job.delete_requested:
+        return f"Its job {job.name} was deleted, and its endpoints with it.", "", False
+    if job.is_finished:
+        return (
+            f"It closed when its job {job.name} ended ({job.get_state_display().lower()}).",
+            "Relaunch the job from its page to open the endpoint again.",
+            False,
+        )
+    if endpoint.reclaimed_at or endpoint.is_expired:
+        if may_change(user, get_job_for_user(user, job.tenant.slug, job.name)):
+            return "Its time ran out.", "Extend it from the job's page to open it again.", False
+        todo = "The job's owner or a tenant admin can extend it from the job's page."
+        return "Its time ran out.", todo, False
+    return (
+        "It is open: the router had no route for it yet when you asked (a route takes up to a "
+        "second after the launch).",
+        "Open it again.",
+        True,
+    )
+
+
+@csrf_exempt  # reached by any method the router redirected (307 keeps it); it changes nothing
+def endpoint_closed(request):
+    """Where the router sends an endpoint host no route serves: its job ended, its time ran
+    out, or it never existed. Who may see the job learns which and what to do; anyone else
+    only that nothing is open there (the same answer for a host that never existed)."""
+    label = label_of_host(request.GET.get("host", ""))
+    endpoint = _closed_endpoint(request.user, label)
+    what, todo, is_open = _why_closed(endpoint, request.user) if endpoint else ("", "", False)
+    status = 200 if is_open else 404
+    if "text/html" not in request.headers.get("Accept", ""):
+        detail = NOTHING_OPEN
+        if endpoint:
+            detail = f"The endpoint {endpoint.name} of job {endpoint.job.name}: {what} {todo}"
+        return JsonResponse({"detail": detail.strip()}, status=status)
+    context = {
+        "host": endpoint_host(label) if label else "",
+        "endpoint": endpoint,
+        "what": what,
+        "todo": todo,
+        "is_open": is_open,
+    }
+    return render(request, "jobs/endpoint_closed.html", context, status=status)
+
+
+NOTHING_OPEN = (
+    "No endpoint is open at this address. Job endpoints close when their job ends or their "
+    "time runs out; the job's page in the portal lists its endpoints."
+)
 
 
 @login_required

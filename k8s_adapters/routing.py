@@ -280,6 +280,136 @@ def build_routes(
     return [obj for e in endpoints if e.routed for obj in DRIVERS[driver].build(e, auth)]
 
 
+# -- the fallback: an address whose endpoint is closed ---------------------------------------
+
+FALLBACK_NAME = "gpu-portal-closed-endpoints"
+FALLBACK_COMPONENT = "endpoint-fallback"
+# The whole request URL, so the redirect carries the host and nothing else: a path or query
+# may hold an app's own token (Jupyter's `?token=`), which the portal must never receive.
+_WHOLE_URL = r"^[a-z][a-z0-9+.-]*://([^/:?#]+)(?::[0-9]+)?(?:[/?#].*)?$"
+
+
+@dataclass(frozen=True)
+class FallbackSpec:
+    """Where requests to an endpoint host that no route serves go: its job ended, its time ran
+    out, or it never existed. Without it the router answers with its own bare 404."""
+
+    domain: str  # the endpoints' wildcard domain
+    namespace: str  # the router's namespace (the Gateway's, for Gateway API)
+    closed_url: str  # the portal's page saying why, as browsers reach it
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "name": FALLBACK_NAME,
+            "namespace": self.namespace,
+            "labels": portal_labels(component=FALLBACK_COMPONENT),
+        }
+
+
+def _redirect_middleware(fallback: FallbackSpec) -> dict[str, Any]:
+    """Traefik's RedirectRegex to the portal's page, naming the host the browser asked for.
+    Temporary (302, or 307 keeping the method): the same address opens again when its job is
+    relaunched, and a browser must not remember the redirect."""
+    return {
+        "apiVersion": TRAEFIK_API,
+        "kind": "Middleware",
+        "metadata": fallback.metadata,
+        "spec": {
+            "redirectRegex": {
+                "regex": _WHOLE_URL,
+                "replacement": f"{fallback.closed_url}?host=${{1}}",
+                "permanent": False,
+            }
+        },
+    }
+
+
+def _traefik_fallback(fallback: FallbackSpec, auth: AuthSpec) -> list[dict[str, Any]]:
+    """An IngressRoute of the lowest priority for every host under the domain: any endpoint's
+    own `Host` route wins over it."""
+    domain = fallback.domain.replace(".", r"\.")
+    route = {
+        "kind": "Rule",
+        "match": f"HostRegexp(`^.+\\.{domain}$`)",
+        "priority": 1,
+        "middlewares": [{"name": FALLBACK_NAME}],
+        "services": [{"name": "noop@internal", "kind": "TraefikService"}],
+    }
+    return [
+        _redirect_middleware(fallback),
+        {
+            "apiVersion": TRAEFIK_API,
+            "kind": "IngressRoute",
+            "metadata": fallback.metadata,
+            "spec": {"routes": [route]},
+        },
+    ]
+
+
+def _gateway_fallback(fallback: FallbackSpec, auth: AuthSpec) -> list[dict[str, Any]]:
+    """An HTTPRoute for the wildcard host: Gateway API prefers the most specific hostname, so
+    each endpoint's own route wins over it."""
+    namespace, _, gateway = auth.gateway.rpartition("/")
+    parent = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway}
+    if namespace:
+        parent["namespace"] = namespace
+    redirect = {
+        "type": "ExtensionRef",
+        "extensionRef": {"group": "traefik.io", "kind": "Middleware", "name": FALLBACK_NAME},
+    }
+    rule = {
+        "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+        "filters": [redirect],
+        "backendRefs": [{"group": "traefik.io", "kind": "TraefikService", "name": "noop@internal"}],
+    }
+    return [
+        _redirect_middleware(fallback),
+        {
+            "apiVersion": GATEWAY_API,
+            "kind": "HTTPRoute",
+            "metadata": fallback.metadata,
+            "spec": {
+                "parentRefs": [parent],
+                "hostnames": [f"*.{fallback.domain}"],
+                "rules": [rule],
+            },
+        },
+    ]
+
+
+def _nginx_fallback(fallback: FallbackSpec, auth: AuthSpec) -> list[dict[str, Any]]:
+    """A wildcard-host Ingress answering with a temporary redirect before any upstream (its
+    backend is never called). ingress-nginx's redirect is a fixed address, so the portal's page
+    cannot name the endpoint there."""
+    backend = {"service": {"name": FALLBACK_NAME, "port": {"number": 80}}}
+    rule = {
+        "host": f"*.{fallback.domain}",
+        "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]},
+    }
+    annotations = {"nginx.ingress.kubernetes.io/temporal-redirect": fallback.closed_url}
+    return [
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "Ingress",
+            "metadata": {**fallback.metadata, "annotations": annotations},
+            "spec": {"ingressClassName": auth.ingress_class, "rules": [rule]},
+        }
+    ]
+
+
+_FALLBACKS = {
+    Traefik.name: _traefik_fallback,
+    GatewayApi.name: _gateway_fallback,
+    IngressNginx.name: _nginx_fallback,
+}
+
+
+def build_fallback(fallback: FallbackSpec, auth: AuthSpec, driver: str) -> list[dict[str, Any]]:
+    """The router objects sending every endpoint host that no route serves to the portal."""
+    return _FALLBACKS[driver](fallback, auth)
+
+
 # -- readers ----------------------------------------------------------------------------------
 
 

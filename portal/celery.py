@@ -4,7 +4,7 @@ dies mid-task leaves the message to be redelivered and the next run converges.""
 import os
 
 from celery import Celery
-from celery.signals import task_prerun, worker_ready
+from celery.signals import beat_init, task_prerun, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -32,3 +32,10 @@ def freeze_what_the_worker_loaded(**kwargs):
     from core.heap import freeze_loaded
 
     freeze_loaded()
+
+
+@beat_init.connect
+def reclaim_endpoints_at_start(sender=None, **kwargs):
+    """The endpoints' periodic run once at start too: it also applies the router's fallback
+    for closed endpoints, which would otherwise wait one interval after an install."""
+    sender.app.send_task("jobs.reclaim_endpoints")

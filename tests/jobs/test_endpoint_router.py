@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from accounts.models import ApiToken
 from jobs import endpoints, services
+from jobs.choices import JobState
 from jobs.models import Endpoint
 from k8s_adapters.tenant import QUEUE_API
 from tenants import services as tenant_services
@@ -27,6 +28,7 @@ from tests import router as bed
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+TRAEFIK, GATEWAY = "traefik.io/v1alpha1", "gateway.networking.k8s.io/v1"
 REVOCATION_LIMIT = 30  # seconds, with every cache on
 
 
@@ -308,6 +310,12 @@ def revoke(cause, team, endpoint, token):
         endpoints.reclaim_now(endpoint, actor=team["admin"])
 
 
+def refused(answer):
+    """Refused by forward-auth, or sent to the portal's closed page once its route is gone."""
+    closed = answer.status_code == 302 and "/endpoints/closed/" in answer.headers["Location"]
+    return answer.status_code in (401, 403, 404) or closed
+
+
 @pytest.mark.parametrize(
     ("cause", "credential_kind"),
     [
@@ -334,7 +342,7 @@ def test_each_revocation_is_refused_within_30_seconds(
     revoked_at = time.monotonic()
     revoke(cause, team, endpoint, token)
     wait_for(
-        lambda: routing.get(endpoint.host, "/", **headers).status_code in (401, 403, 404),
+        lambda: refused(routing.get(endpoint.host, "/", **headers)),
         timeout=REVOCATION_LIMIT,
         interval=0.5,
         message=f"a refusal after the {cause} was revoked",
@@ -364,6 +372,99 @@ def test_the_gateway_api_route_lets_members_in_and_keeps_others_out(
     charlie = ApiToken.issue(team["charlie"], "t")[1]
     assert routing.get(endpoint.host, "/", Authorization=f"Bearer {charlie}").status_code == 403
     assert json.loads(routing.get(endpoint.host, "/", Authorization=f"Bearer {bob}").text)
+
+
+def closed_page(url, user=None, accept="text/html"):
+    """The portal's page a redirect named, as a browser (signed in as `user`, or not) or an
+    API client sees it."""
+    import requests
+
+    cookies = {"sessionid": portal_session(user)} if user else {}
+    return requests.get(url, headers={"Accept": accept}, cookies=cookies, timeout=30)
+
+
+@pytest.fixture
+def fallback(cluster, settings):
+    """Applies the router's fallback for closed endpoints; removes what any driver left."""
+    from jobs.tasks import ensure_router_fallback
+
+    yield ensure_router_fallback
+    for api, kind in ((TRAEFIK, "IngressRoute"), (TRAEFIK, "Middleware"), (GATEWAY, "HTTPRoute")):
+        cluster.delete(api, kind, "gpu-portal-closed-endpoints", settings.ROUTER_NAMESPACE)
+
+
+def test_a_closed_endpoints_address_sends_the_browser_to_the_portal_saying_why(
+    cluster, team, upstream, routing, settings, fallback, django_capture_on_commit_callbacks
+):
+    """The router's fallback (its lowest-priority route, for the whole wildcard domain) sends an
+    address no route serves to the portal's page, naming the host and nothing else: a path or
+    query may hold the app's own token. Only who may see the job learns which job it was."""
+    from tests.jobs.conftest import settle
+
+    endpoint = launch(cluster, upstream, team["tenant"], team["bob"], "gone")
+    bob = ApiToken.issue(team["bob"], "t")[1]
+    served(routing, endpoint, bob)
+    fallback()
+    nowhere = f"nothing-here.{settings.ENDPOINT_WILDCARD_DOMAIN}"
+    first = wait_for(
+        lambda: (answer := routing.get(nowhere, "/lab?token=secret")).status_code == 302 and answer,
+        timeout=30,
+        message="the router to load its fallback route",
+    )
+    assert first.headers["Location"] == f"{routing_portal()}/endpoints/closed/?host={nowhere}"
+    # A live endpoint keeps its own route, sign-in and all: the fallback never takes it.
+    assert echoed(routing.get(endpoint.host, "/", Authorization=f"Bearer {bob}"))
+    assert routing.get(endpoint.host, "/").status_code == 401
+    # A form posted to a closed address keeps its method (307), and the page still answers.
+    posted = routing.http.post(
+        f"http://127.0.0.1:{routing.port}/submit",
+        headers={"Host": f"{nowhere}:{routing.port}"},
+        allow_redirects=False,
+        timeout=30,
+    )
+    assert posted.status_code == 307
+    anonymous = closed_page(posted.headers["Location"])
+    assert anonymous.status_code == 404
+    assert "Nothing is open at this address" in anonymous.text
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_job(endpoint.job, actor=team["bob"])
+    settle(endpoint.job, JobState.CANCELLED)
+    gone = wait_for(
+        lambda: (
+            (answer := routing.get(endpoint.host, "/lab?token=secret")).status_code == 302
+            and answer
+        ),
+        timeout=30,
+        message="the ended job's route to go",
+    )
+    where = gone.headers["Location"]
+    assert where == f"{routing_portal()}/endpoints/closed/?host={endpoint.host}"
+    page = closed_page(where, team["bob"])
+    assert page.status_code == 404
+    assert "The endpoint web is closed" in page.text
+    assert "It closed when its job gone ended (cancelled)." in page.text
+    assert f'href="/tenants/{team["tenant"].slug}/jobs/gone/"' in page.text
+    api = closed_page(where, team["bob"], accept="application/json")
+    assert api.json()["detail"].startswith("The endpoint web of job gone: It closed when")
+    for who in (team["charlie"], None):  # not a member, not signed in: nothing of the job
+        page = closed_page(where, who)
+        assert page.status_code == 404
+        assert "Nothing is open at this address" in page.text
+        assert "gone" not in page.text.replace(endpoint.host, "")
+
+    # Another routing driver: its own fallback replaces the first, and works alike.
+    settings.ROUTING_DRIVER = "gateway-api"
+    fallback()
+    namespace = settings.ROUTER_NAMESPACE
+    assert cluster.get(TRAEFIK, "IngressRoute", "gpu-portal-closed-endpoints", namespace) is None
+    assert cluster.get(GATEWAY, "HTTPRoute", "gpu-portal-closed-endpoints", namespace)
+    wait_for(
+        lambda: routing.get(nowhere, "/").headers.get("Location", "").endswith(f"?host={nowhere}"),
+        timeout=30,
+        message="the Gateway API fallback to redirect",
+    )
+    assert routing.get(endpoint.host, "/").status_code == 302
 
 
 @pytest.mark.browser

@@ -147,6 +147,86 @@ def test_every_driver_routes_each_endpoint_by_its_host_to_the_portal_by_id(
     assert cluster.get(*ROUTE, jupyter.service_name, ns) is None
 
 
+@pytest.mark.parametrize("driver", ["traefik", "gateway-api", "ingress-nginx"])
+def test_every_driver_sends_hosts_no_route_serves_to_the_portals_page(settings, driver):
+    """What each driver's fallback asks of its router. Traefik's and the Gateway API's run
+    through the real router in test_endpoint_router.py; ingress-nginx is not part of the test
+    bed, so its Ingress is checked here only as ingress-nginx documents it."""
+    settings.ROUTING_DRIVER = driver
+    settings.PORTAL_URL = "https://portal.example.org"
+    settings.ENDPOINT_WILDCARD_DOMAIN = "endpoints.example.org"
+    closed = "https://portal.example.org/endpoints/closed/"
+    objects = {o["kind"]: o for o in endpoints.fallback_objects()}
+    if driver == "ingress-nginx":
+        (ingress,) = objects.values()
+        assert ingress["metadata"]["namespace"] == settings.ROUTER_NAMESPACE
+        assert ingress["metadata"]["annotations"] == {
+            "nginx.ingress.kubernetes.io/temporal-redirect": closed
+        }
+        assert ingress["spec"]["rules"][0]["host"] == "*.endpoints.example.org"
+        return
+    redirect = objects["Middleware"]["spec"]["redirectRegex"]
+    assert redirect["replacement"] == f"{closed}?host=${{1}}"
+    assert redirect["permanent"] is False  # the address opens again with a relaunch
+    if driver == "traefik":
+        route = objects["IngressRoute"]["spec"]["routes"][0]
+        assert route["match"] == r"HostRegexp(`^.+\.endpoints\.example\.org$`)"
+        assert route["priority"] == 1  # below every endpoint's own Host route
+    else:
+        route = objects["HTTPRoute"]["spec"]
+        assert route["hostnames"] == ["*.endpoints.example.org"]  # less specific than any host
+        gateway_ns = settings.ROUTING_GATEWAY.split("/")[0]
+        assert objects["HTTPRoute"]["metadata"]["namespace"] == gateway_ns
+
+
+@pytest.mark.parametrize(
+    ("host", "label"),
+    [
+        ("jupyter--nb--team.endpoints.localhost", "jupyter--nb--team"),
+        ("JUPYTER--nb--team.Endpoints.Localhost:18080", "jupyter--nb--team"),
+        ("jupyter--nb--team.endpoints.localhost.", "jupyter--nb--team"),
+        ("a.b.endpoints.localhost", ""),
+        ("endpoints.localhost", ""),
+        ("jupyter.endpoints.localhost.evil.org", ""),
+        ("portal.example.org", ""),
+        ("-x.endpoints.localhost", ""),
+        ("jüpyter.endpoints.localhost", ""),
+        ("<script>.endpoints.localhost", ""),
+        ("", ""),
+    ],
+)
+def test_the_closed_page_reads_a_host_only_under_the_endpoint_domain(settings, host, label):
+    from jobs.routes import label_of_host
+
+    settings.ENDPOINT_WILDCARD_DOMAIN = "endpoints.localhost"
+    assert label_of_host(host) == label
+
+
+def test_the_closed_page_tells_members_why_and_what_to_do(client, team, notebook):
+    """The router's fallback sends a closed endpoint's address here: its owner learns it
+    expired and may extend it, a viewer-level member who may not is told who can, and anyone
+    outside the tenant only that nothing is open there."""
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    url = f"/endpoints/closed/?host={jupyter.host}"
+    client.force_login(team["bob"])
+    opened = client.get(url, HTTP_ACCEPT="text/html")
+    assert opened.status_code == 200  # open after all: the router had no route yet
+    assert f'href="/auth/endpoint/{jupyter.pk}/start"' in opened.content.decode()
+
+    endpoints.reclaim_now(jupyter, actor=team["admin"])
+    expired = client.get(url, HTTP_ACCEPT="text/html").content.decode()
+    assert "Its time ran out. Extend it from the job&#x27;s page to open it again." in expired
+    client.force_login(team["dave"])  # a viewer
+    dave = client.get(url, HTTP_ACCEPT="text/html").content.decode()
+    assert "The job&#x27;s owner or a tenant admin can extend it" in dave
+    client.force_login(team["charlie"])
+    outsider = client.get(url, HTTP_ACCEPT="text/html")
+    assert outsider.status_code == 404
+    assert "Nothing is open at this address" in outsider.content.decode()
+    assert notebook.name not in outsider.content.decode().replace(jupyter.host, "")
+    assert client.post(url).json()["detail"].startswith("No endpoint is open at this address.")
+
+
 def test_expired_endpoints_are_reclaimed_and_an_extension_brings_them_back(
     cluster, team, notebook, django_capture_on_commit_callbacks
 ):
