@@ -20,8 +20,9 @@ def cni_path() -> Path:
 
 
 @contextlib.contextmanager
-def runner(kubeconfig: str, state: Path, *, workers: int = 8):
-    """The runner, watching pods until the block ends; stopped whatever happened."""
+def runner(kubeconfig: str, state: Path, *, workers: int = 8, plugins: Path | None = None):
+    """The runner, watching pods until the block ends; stopped whatever happened. `plugins`
+    replaces the built plugins' directory."""
     if os.geteuid() != 0:
         raise AssertionError("the CNI runner creates a network namespace: run the tests as root")
     log = state / "runner.log"
@@ -31,7 +32,7 @@ def runner(kubeconfig: str, state: Path, *, workers: int = 8):
         "--kubeconfig",
         kubeconfig,
         "--cni-path",
-        str(cni_path()),
+        str(plugins or cni_path()),
         "--state-dir",
         str(state),
         "--workers",

@@ -52,6 +52,7 @@ SKIP_DEL = "gpu-portal.test/skip-cni-del"
 FIELD_MANAGER = "gpu-portal-cni-runner"
 PLUGIN_TIMEOUT = 120  # seconds; Whereabouts waits for its lease under load
 BACKOFF_FIRST, BACKOFF_MAX = 2.0, 60.0
+SHUTDOWN_GRACE = 10  # seconds for plugin calls in flight to finish on SIGTERM
 
 log = logging.getLogger("cni-runner")
 
@@ -154,6 +155,7 @@ class Runner:
         self.lock = threading.Lock()
         self.added: dict[str, list[Attachment]] = {}  # pod uid -> interfaces set up
         self.busy: set[str] = set()
+        self.plugins: set[subprocess.Popen] = set()  # plugin calls in flight
         self.retry: dict[str, tuple[float, float, dict]] = {}  # uid -> (due, backoff, pod)
         self.failures: dict[str, int] = {}
         self.known: dict[str, dict] = {}  # uid -> last seen pod
@@ -175,17 +177,46 @@ class Runner:
                 f"K8S_POD_NAME={meta['name']};K8S_POD_UID={meta['uid']}"
             ),
         }
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [str(self.cni_path / attachment.plugin)],
-            input=attachment.stdin,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=env,
-            capture_output=True,
-            timeout=PLUGIN_TIMEOUT,
-            check=False,
         )
+        with self.lock:
+            self.plugins.add(proc)
+        try:
+            stdout, stderr = proc.communicate(attachment.stdin, timeout=PLUGIN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        finally:
+            with self.lock:
+                self.plugins.discard(proc)
         if proc.returncode != 0:
-            raise PluginError(plugin_error(proc.stdout, proc.stderr, proc.returncode))
-        return json.loads(proc.stdout or b"{}")
+            raise PluginError(plugin_error(stdout, stderr, proc.returncode))
+        return json.loads(stdout or b"{}")
+
+    def stop(self, grace: float) -> bool:
+        """Stop taking work, let calls in flight finish for `grace` seconds, then kill the
+        plugins still running (with the API server gone, Whereabouts waits for its lease until
+        its own timeout). Whether everything finished in time."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            with self.lock:
+                if not self.busy:
+                    return True
+            time.sleep(0.1)
+        with self.lock:
+            stuck = list(self.plugins)
+        for proc in stuck:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        log.warning("stopped with %d plugin call(s) in flight, killed", len(stuck))
+        return False
 
     def attachments(self, pod: dict) -> list[Attachment]:
         """What each selected network needs; PluginError when a NAD is missing or unusable."""
@@ -486,8 +517,11 @@ def main() -> None:
         watcher.start()
         while not stop.wait(1):
             pass
-        runner.pool.shutdown(wait=True, cancel_futures=True)
+        finished = runner.stop(SHUTDOWN_GRACE)
     log.info("runner stopped")
+    if not finished:  # a pod's work may still wait on the API server: do not wait for it
+        logging.shutdown()
+        os._exit(0)
 
 
 if __name__ == "__main__":
