@@ -176,6 +176,8 @@ def _why_closed(endpoint, user):
             "Relaunch the job from its page to open the endpoint again.",
             False,
         )
+    if job.cancel_requested:
+        return f"Its job {job.name} is being cancelled, and its endpoints close with it.", "", False
     if endpoint.reclaimed_at or endpoint.is_expired:
         if may_change(user, get_job_for_user(user, job.tenant.slug, job.name)):
             return "Its time ran out.", "Extend it from the job's page to open it again.", False

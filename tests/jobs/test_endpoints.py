@@ -225,6 +225,10 @@ def test_the_closed_page_tells_members_why_and_what_to_do(client, team, notebook
     assert "Nothing is open at this address" in outsider.content.decode()
     assert notebook.name not in outsider.content.decode().replace(jupyter.host, "")
     assert client.post(url).json()["detail"].startswith("No endpoint is open at this address.")
+    client.force_login(team["bob"])
+    notebook.__class__.objects.filter(pk=notebook.pk).update(cancel_requested=True)
+    cancelling = client.get(url, HTTP_ACCEPT="text/html").content.decode()
+    assert f"Its job {notebook.name} is being cancelled" in cancelling
 
 
 def test_expired_endpoints_are_reclaimed_and_an_extension_brings_them_back(
