@@ -5,8 +5,10 @@ class JobsConfig(AppConfig):
     name = "jobs"
 
     def ready(self):
+        from networking import services as network_services
         from tenants import services as tenant_services
 
-        from .services import active_jobs_description
+        from .services import active_jobs_description, pool_jobs_description
 
         tenant_services.archive_blockers.append(active_jobs_description)
+        network_services.delete_blockers.append(pool_jobs_description)

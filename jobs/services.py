@@ -41,6 +41,12 @@ def active_jobs_description(tenant: Tenant) -> list[str]:
     return [f"job {j.name} ({j.state})" for j in Job.objects.filter(tenant=tenant).active()]
 
 
+def pool_jobs_description(pool: Any) -> list[str]:
+    """For IP pool deletion: the portal's jobs still queued or running on the pool."""
+    jobs = Job.objects.active().filter(networks__contains=[{"pool": pool.name}])
+    return [f"job {j.tenant.slug}/{j.name} ({j.state})" for j in jobs.select_related("tenant")]
+
+
 def scheduling_warnings(spec: JobSpec) -> list[str]:
     """What would keep the job from ever being scheduled, as warnings (it may still be queued)."""
     summary = node_gpus()

@@ -30,6 +30,9 @@ class PoolSpec:
     exclude: tuple[str, ...] = ()
 
 
+POOL_LABEL = "gpu-portal.io/ip-pool"  # on a pool's networks: the pool's name
+
+
 def _plugin(spec: PoolSpec) -> dict[str, Any]:
     kind, mode = spec.cni_type.split("-")
     return {"type": kind, "master": spec.master, "mode": mode, "mtu": spec.mtu}
@@ -39,7 +42,7 @@ def _nad(
     name: str, namespace: str, tenant: str, pool: str, config: dict[str, Any]
 ) -> dict[str, Any]:
     labels = portal_labels(tenant=tenant, component="network")
-    labels["gpu-portal.io/ip-pool"] = pool
+    labels[POOL_LABEL] = pool
     return {
         "apiVersion": NAD_API,
         "kind": "NetworkAttachmentDefinition",

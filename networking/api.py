@@ -89,6 +89,7 @@ class PoolViewSet(
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
     mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
     viewsets.GenericViewSet,
 ):
     """L2 IP pools (platform admins). Members of a tenant see the pools open to it."""
@@ -125,6 +126,20 @@ class PoolViewSet(
         serializer.instance = services.update_pool(
             serializer.instance, actor=self.request.user, tenants=data.pop("tenants", None), **data
         )
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, *args, **kwargs):
+        """Delete a pool nothing uses any more (409, naming what still uses it, otherwise);
+        its networks leave every tenant's namespace."""
+        pool = self.get_object()
+        try:
+            services.delete_pool(pool, actor=request.user)
+        except services.ValidationError as exc:
+            return Response(
+                {"detail": exc.messages[0], "code": "conflict", "errors": {}},
+                status=status.HTTP_409_CONFLICT,
+            )
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=ReservationSerializer, responses={201: ReservationSerializer})
     @action(detail=True, methods=["get", "post"])

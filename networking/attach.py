@@ -15,13 +15,23 @@ def validate_requests(tenant, networks, total_replicas):
     if not networks:
         return []
     errors, pools = {}, []
-    allowed = {p.name: p for p in IPPool.objects.for_tenant(tenant)}
+    requested = sorted({str(request.get("pool")) for request in networks})
+    # Locked until the launch commits (called inside its transaction): a pool is never deleted
+    # between this check and the job that attaches to it.
+    allowed = {
+        p.name: p
+        for p in IPPool.objects.for_tenant(tenant)
+        .filter(name__in=requested)
+        .order_by("name")
+        .select_for_update(no_key=True, of=("self",))
+    }
     for i, request in enumerate(networks):
         pool = allowed.get(request.get("pool"))
         if pool is None:
+            available = IPPool.objects.for_tenant(tenant).values_list("name", flat=True)
             errors[f"networks[{i}].pool"] = (
                 f"No pool '{request.get('pool')}' is open to {tenant.slug}; available: "
-                f"{', '.join(sorted(allowed)) or 'none'}."
+                f"{', '.join(sorted(available)) or 'none'}."
             )
         elif request.get("static_ip") and total_replicas != 1:
             errors[f"networks[{i}].static_ip"] = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
@@ -19,6 +19,12 @@ from .whereabouts import allocated_now
 
 if TYPE_CHECKING:
     from tenants.models import Tenant
+
+
+# What other apps know to keep a pool in use (jobs: its jobs still queued or running on it),
+# each naming what it found.
+delete_blockers: list[Callable[[IPPool], list[str]]] = []
+SHOWN_BLOCKERS = 10
 
 
 def snapshot(pool: IPPool) -> dict[str, Any]:
@@ -113,6 +119,42 @@ def update_pool(
         record(actor, "ip_pool.update", pool, before=before, after=after)
     _reconcile(pool)
     return pool
+
+
+def delete_blocked_by(pool: IPPool) -> list[str]:
+    """What still uses the pool: jobs on it, reserved addresses, Whereabouts' allocations (read
+    now; the last observed ones when the cluster does not answer)."""
+    blockers = [item for check in delete_blockers for item in check(pool)]
+    blockers += [
+        f"{r.ip} reserved for {r.owner.username}{' (pinned)' if r.pinned else ''}"
+        for r in pool.reservations.select_related("owner")
+    ]
+    blockers += [
+        f"{ipmath.to_str(address, pool.version)} held by pod {podref}"
+        for address, podref in sorted(allocated_now(pool).items())
+    ]
+    return blockers
+
+
+@transaction.atomic
+def delete_pool(pool: IPPool, *, actor: Any) -> None:
+    """Delete a pool nothing uses any more; its networks leave every tenant's namespace. A pool
+    still in use is refused, naming what uses it: deleting it would leave pods that cannot
+    start and addresses Whereabouts still hands out."""
+    pool = IPPool.objects.select_for_update().get(pk=pool.pk)
+    blockers = delete_blocked_by(pool)
+    if blockers:
+        shown = ", ".join(blockers[:SHOWN_BLOCKERS])
+        if len(blockers) > SHOWN_BLOCKERS:
+            shown += f" and {len(blockers) - SHOWN_BLOCKERS} more"
+        raise ValidationError(
+            f"The pool {pool.name} is still in use: {shown}. Delete it once those jobs have "
+            "ended and their addresses are released (on the pool's page).",
+            code="in_use",
+        )
+    record(actor, "ip_pool.delete", pool, before=snapshot(pool))
+    pool.delete()
+    send("networking.prune_networks")
 
 
 @transaction.atomic

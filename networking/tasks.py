@@ -12,6 +12,7 @@ from k8s_adapters.errors import ConflictK8sError, TransientK8sError
 from k8s_adapters.labels import portal_labels
 from k8s_adapters.multus import (
     NAD_API,
+    POOL_LABEL,
     WHEREABOUTS_API,
     PoolSpec,
     allocation_at,
@@ -52,8 +53,10 @@ def pool_spec(pool):
 
 
 def _labels(pool):
+    """The labels of a pool's networks; of every pool's, without one."""
     labels = portal_labels(component="network")
-    labels["gpu-portal.io/ip-pool"] = pool.name
+    if pool is not None:
+        labels[POOL_LABEL] = pool.name
     return labels
 
 
@@ -143,3 +146,18 @@ def _drop_reservation(pool, address, podref):
 @shared_task(name="networking.resync_pools", ignore_result=True)
 def resync_pools():
     enqueue_all("networking.reconcile_pool", IPPool.objects.values_list("pk", flat=True))
+    prune_networks()
+
+
+@shared_task(name="networking.prune_networks", ignore_result=True, **RETRY)
+def prune_networks():
+    """Remove the networks (NAD pairs, in every namespace) of pools that no longer exist: sent
+    when a pool is deleted, and part of every resync, so a run that never came still
+    converges. Whereabouts' own IPPool object of the range is left: it holds no allocation
+    (a pool is deleted only once none is left), and a pool made again on that range reuses it."""
+    cluster = get_cluster()
+    existing = set(IPPool.objects.values_list("name", flat=True))
+    for nad in cluster.list(NAD_API, "NetworkAttachmentDefinition", labels=_labels(None)):
+        meta = nad["metadata"]
+        if meta.get("labels", {}).get(POOL_LABEL) not in existing:
+            cluster.delete(NAD_API, "NetworkAttachmentDefinition", meta["name"], meta["namespace"])

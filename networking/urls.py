@@ -8,6 +8,7 @@ urlpatterns = [
     path("network/pools/new/", views.pool_edit, name="create"),
     path("network/pools/<slug:name>/", views.pool_detail, name="detail"),
     path("network/pools/<slug:name>/edit/", views.pool_edit, name="edit"),
+    path("network/pools/<slug:name>/delete/", views.pool_delete, name="delete"),
     path(
         "network/pools/<slug:name>/reservations/<int:reservation_id>/release/",
         views.release_reservation,

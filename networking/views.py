@@ -92,6 +92,19 @@ def pool_detail(request, name):
 
 @login_required
 @require_POST
+def pool_delete(request, name):
+    pool = _pool(request, name)
+    try:
+        services.delete_pool(pool, actor=request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect(pool)
+    messages.success(request, f"Pool {name} deleted; its networks are being removed.")
+    return redirect("networking:list")
+
+
+@login_required
+@require_POST
 def release_reservation(request, name, reservation_id):
     pool = _pool(request, name)
     reservation = get_object_or_404(IPReservation, pool=pool, pk=reservation_id)

@@ -194,3 +194,70 @@ def test_whereabouts_allocations_show_in_utilization_and_conflicts_are_flagged_a
         ),
         message="the stale allocation to leave Whereabouts' IPPool",
     )
+
+
+def test_a_pool_in_use_is_kept_and_a_deleted_pool_leaves_every_tenant(
+    client, cluster, team, pool, admin, templates, django_capture_on_commit_callbacks
+):
+    """Deleting a pool is refused, naming what uses it, while a job is on it or an address of it
+    is reserved; once nothing is, its networks leave every tenant's namespace."""
+    from accounts.models import ApiToken
+    from tenants.models import AuditEvent
+
+    namespace = team["tenant"].namespace
+    data = {**templates["single-gpu"].spec, "networks": [{"pool": pool.name}]}
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = job_services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="on-pool"
+        )
+    kept = services.reserve_address(
+        pool, tenant=team["tenant"], owner=team["bob"], actor=admin, pinned=True
+    )
+    client.force_login(admin)
+    page = client.post(f"/network/pools/{pool.name}/delete/", follow=True).content.decode()
+    assert (f"The pool {pool.name} is still in use: job {team['tenant'].slug}/on-pool (") in page
+    assert "10.77.0.10 reserved for bob (pinned)" in page
+    api = f"/api/v1/ip-pools/{pool.name}/"
+    raw = {who: ApiToken.issue(team[who], "t")[1] for who in ("admin", "alice")}
+    refused = client.delete(api, HTTP_AUTHORIZATION=f"Bearer {raw['admin']}")
+    assert refused.status_code == 409
+    assert "still in use" in refused.json()["detail"]
+    assert cluster.get(NAD_API, NAD, pool.nad_name, namespace) is not None
+
+    with django_capture_on_commit_callbacks(execute=True):
+        job_services.delete_job(job, actor=team["bob"])
+        services.release_address(kept, actor=admin)
+    # A tenant admin is no platform admin: the pool is not theirs to delete.
+    assert client.delete(api, HTTP_AUTHORIZATION=f"Bearer {raw['alice']}").status_code == 403
+    with django_capture_on_commit_callbacks(execute=True):
+        deleted = client.delete(api, HTTP_AUTHORIZATION=f"Bearer {raw['admin']}")
+    assert deleted.status_code == 204
+    assert cluster.get(NAD_API, NAD, pool.nad_name, namespace) is None
+    assert cluster.get(NAD_API, NAD, pool.static_nad_name, namespace) is None
+    event = AuditEvent.objects.get(action="ip_pool.delete")
+    assert (event.actor_name, event.before["cidr"]) == ("admin", "10.77.0.0/24")
+    assert pool.name not in client.get("/network/pools/").content.decode()
+    # A launch naming the deleted pool says which pools there are.
+    with pytest.raises(job_services.ValidationError) as caught:
+        job_services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="too-late"
+        )
+    assert caught.value.message_dict["networks[0].pool"] == [
+        f"No pool '{pool.name}' is open to {team['tenant'].slug}; available: none."
+    ]
+
+
+def test_networks_of_a_pool_that_no_longer_exists_go_with_the_next_resync(cluster, team, pool):
+    """A deletion whose cleanup never ran (a worker lost it) still converges."""
+    from networking.tasks import resync_pools
+
+    leftover = cluster.get(NAD_API, NAD, pool.nad_name, team["tenant"].namespace)
+    leftover["metadata"] = {
+        "name": "left-behind",
+        "namespace": team["tenant"].namespace,
+        "labels": {**leftover["metadata"]["labels"], "gpu-portal.io/ip-pool": "gone-pool"},
+    }
+    cluster.apply_one(leftover)
+    resync_pools()
+    assert cluster.get(NAD_API, NAD, "left-behind", team["tenant"].namespace) is None
+    assert cluster.get(NAD_API, NAD, pool.nad_name, team["tenant"].namespace) is not None
