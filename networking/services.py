@@ -148,8 +148,8 @@ def delete_pool(pool: IPPool, *, actor: Any) -> None:
         if len(blockers) > SHOWN_BLOCKERS:
             shown += f" and {len(blockers) - SHOWN_BLOCKERS} more"
         raise ValidationError(
-            f"The pool {pool.name} is still in use: {shown}. Delete it once those jobs have "
-            "ended and their addresses are released (on the pool's page).",
+            f"The pool {pool.name} is still in use: {shown}. It can be deleted once its jobs "
+            "have ended and its addresses are released (on the pool's page).",
             code="in_use",
         )
     record(actor, "ip_pool.delete", pool, before=snapshot(pool))
