@@ -220,6 +220,7 @@ def reduce_quota(quota: dict[str, Any]) -> dict[str, Any]:
         "name": meta["name"],
         "tenant": (meta.get("labels") or {}).get(TENANT, ""),
         "gpus": _int(hard.get(f"requests.{GPU}")) if f"requests.{GPU}" in hard else None,
+        "used": dict(((quota.get("status") or {}).get("used")) or {}),
     }
 
 

@@ -8,6 +8,7 @@ from .labels import MANAGED_BY, PORTAL, TENANT, portal_labels
 GPU = "nvidia.com/gpu"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 NETWORK_POLICY = ("networking.k8s.io/v1", "NetworkPolicy")
+QUOTA_NAME = "gpu-portal"  # the tenant's ResourceQuota (its LimitRange shares the name)
 NAMESPACED_KINDS = (("v1", "ResourceQuota"), ("v1", "LimitRange"), NETWORK_POLICY)
 # Pod Security: job pods must meet `baseline` (no privileged or host access); `restricted`
 # is reported as warnings and audit events, so tenants see what would tighten next.
@@ -82,7 +83,7 @@ def build_resource_quota(spec: TenantSpec) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
-        "metadata": {"name": "gpu-portal", "namespace": spec.namespace, "labels": _labels(spec)},
+        "metadata": {"name": QUOTA_NAME, "namespace": spec.namespace, "labels": _labels(spec)},
         "spec": {
             "hard": {
                 f"requests.{GPU}": str(spec.gpus),

@@ -9,6 +9,7 @@ from k8s_adapters.errors import PermanentK8sError
 from k8s_adapters.tenant import (
     NAMESPACED_KINDS,
     QUEUE_API,
+    QUOTA_NAME,
     build_tenant,
     namespace_tenant,
     quota_used,
@@ -40,7 +41,7 @@ def _apply(tenant):
         kinds=NAMESPACED_KINDS,
         namespace=tenant.namespace,
     )
-    return quota_used(cluster.get("v1", "ResourceQuota", "gpu-portal", tenant.namespace))
+    return quota_used(cluster.get("v1", "ResourceQuota", QUOTA_NAME, tenant.namespace))
 
 
 def _remove(tenant):

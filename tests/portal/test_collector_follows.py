@@ -10,6 +10,7 @@ from django.utils import timezone
 from jobs.choices import JobState
 from jobs.models import Job
 from portal.management.commands import collect_cluster
+from tenants.constants import NAMESPACE_PREFIX
 from tenants.models import Tenant
 
 
@@ -193,3 +194,31 @@ def test_a_deleted_claim_of_the_portals_is_told_to_the_jobs_app(monkeypatch):
     collect_cluster.follow_claim({**claim, "job": "", "phase": "Bound"}, None)
     collect_cluster.follow_claim({**claim, "phase": "Bound"}, {**claim, "phase": "Bound"})
     assert told == [("t", "train", "train-workspace")]
+
+
+def quota(used, tenant="qt", name="gpu-portal"):
+    return {
+        "namespace": f"{NAMESPACE_PREFIX}{tenant}",
+        "name": name,
+        "tenant": tenant,
+        "gpus": 8,
+        "used": used,
+    }
+
+
+def test_a_tenants_usage_is_written_as_soon_as_its_quota_counts_again(transactional_db):
+    """The tenant pages show GPUs in use from the tenant's row: a job starting shows there
+    within the collector's watch, not at the tenant's next resync. Quotas not the portal's
+    tenant quota change nothing."""
+    tenant = Tenant.objects.create(slug="qt", display_name="Q")  # committed, as the thread needs
+    running = {"requests.nvidia.com/gpu": "4", "requests.storage": "1Gi"}
+    collect_cluster.follow_quota(quota({}), quota(running))
+    tenant.refresh_from_db()
+    assert tenant.gpus_in_use == "4"
+    collect_cluster.follow_quota(quota(running), quota({"requests.nvidia.com/gpu": "8"}, "qt", "x"))
+    collect_cluster.follow_quota(None, quota({"requests.nvidia.com/gpu": "8"}, "other"))
+    tenant.refresh_from_db()
+    assert tenant.observed_usage == running
+    collect_cluster.follow_quota(quota(running), quota({"requests.nvidia.com/gpu": "0"}))
+    tenant.refresh_from_db()
+    assert tenant.gpus_in_use == "0"

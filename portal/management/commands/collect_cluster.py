@@ -23,7 +23,9 @@ from jobs.tasks import observe_started, workspace_deleted
 from k8s_adapters import inventory
 from k8s_adapters.informer import Informer, wait_synced
 from k8s_adapters.labels import MANAGED_BY, PORTAL
+from k8s_adapters.tenant import QUOTA_NAME
 from k8s_adapters.volcano import VCJOB_API, reduce_vcjob
+from tenants.models import Tenant
 
 KINDS = [
     ("v1", "Node", inventory.reduce_node),
@@ -64,7 +66,7 @@ class Command(BaseCommand):
                 kind,
                 reduce=reduce,
                 on_change=changed.set,
-                on_update=follow_claim if kind == "PersistentVolumeClaim" else None,
+                on_update=FOLLOW.get(kind),
             )
             for api, kind, reduce in KINDS
         ]
@@ -174,6 +176,22 @@ def follow_claim(old, new):
         )
         if (pk := waiting.values_list("pk", flat=True).first()) is not None:
             enqueue("jobs.reconcile_job", pk)
+
+
+def follow_quota(old, new):
+    """A tenant's ResourceQuota counted again (a pod started or ended): the tenant's usage,
+    which its pages show, is written now rather than at the tenant's next resync."""
+    if new is None or not new["tenant"] or new["name"] != QUOTA_NAME:
+        return
+    if old is not None and old["used"] == new["used"]:
+        return
+    close_old_connections()
+    tenant = Tenant.objects.filter(slug=new["tenant"]).first()
+    if tenant and tenant.namespace == new["namespace"] and tenant.observed_usage != new["used"]:
+        Tenant.objects.filter(pk=tenant.pk).update(observed_usage=new["used"])
+
+
+FOLLOW = {"PersistentVolumeClaim": follow_claim, "ResourceQuota": follow_quota}
 
 
 def reconcile_job(tenant, name):
