@@ -154,6 +154,7 @@ start_traefik() {
     --entrypoints.traefik.address="127.0.0.1:$PING_PORT" --ping=true \
     --providers.providersthrottleduration="$THROTTLE" \
     --providers.kubernetescrd=true --providers.kubernetescrd.allowexternalnameservices=true \
+    --providers.kubernetescrd.allowemptyservices=true \
     --providers.kubernetesgateway=true \
     >"$STATE/traefik.log" 2>&1 &
   echo $! >"$STATE/traefik.pid"

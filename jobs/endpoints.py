@@ -126,14 +126,10 @@ def objects(endpoint_specs):
 
 def fallback_objects():
     """The router objects sending every endpoint host no route serves (its job ended, its time
-    ran out) to the portal's page saying so. They live beside the router: in the Gateway's
-    namespace for Gateway API, else in the router's."""
-    namespace = settings.ROUTER_NAMESPACE
-    if settings.ROUTING_DRIVER == "gateway-api" and "/" in settings.ROUTING_GATEWAY:
-        namespace = settings.ROUTING_GATEWAY.split("/", 1)[0]
+    ran out) to the portal's page saying so, in the router's namespace."""
     fallback = FallbackSpec(
         domain=settings.ENDPOINT_WILDCARD_DOMAIN,
-        namespace=namespace,
+        namespace=settings.ROUTER_NAMESPACE,
         closed_url=settings.PORTAL_URL.rstrip("/") + reverse("jobs:endpoint-closed"),
     )
     return build_fallback(fallback, auth_spec(), settings.ROUTING_DRIVER)

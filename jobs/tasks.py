@@ -551,10 +551,9 @@ def reclaim_endpoints():
 
 def ensure_router_fallback():
     """Apply the router's fallback for endpoint hosts no route serves, and prune one left by
-    another routing driver. Without it the router answers a closed endpoint with its own bare
-    404; a failure here is logged and tried again on the next run."""
+    another routing driver or router namespace. Without it the router answers a closed
+    endpoint with its own bare 404; a failure here is logged and tried again on the next run."""
     desired = endpoints.fallback_objects()
-    namespace = desired[0]["metadata"]["namespace"]
     cluster = get_cluster()
     try:
         cluster.apply(desired)
@@ -562,11 +561,10 @@ def ensure_router_fallback():
             labels=portal_labels(component=FALLBACK_COMPONENT),
             keep={ObjectRef.of(obj) for obj in desired},
             kinds=ROUTE_KINDS,
-            namespace=namespace,
         )
     except K8sError:
         logger.exception(
             "Could not apply the router's fallback for closed endpoints in namespace %s; "
             "a closed endpoint shows the router's own 404 until it is applied",
-            namespace,
+            settings.ROUTER_NAMESPACE,
         )

@@ -6,8 +6,8 @@ from django.core.paginator import Paginator
 from django.db.models import prefetch_related_objects
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST, require_safe
 
 from k8s_adapters.volcano import build_job
 from networking.addresses import job_addresses
@@ -178,11 +178,24 @@ def _why_closed(endpoint, user):
         )
     if job.cancel_requested:
         return f"Its job {job.name} is being cancelled, and its endpoints close with it.", "", False
+    if not endpoint.routed:
+        return (
+            "It is reached inside the cluster, from another job of the tenant, not from a browser.",
+            "",
+            False,
+        )
     if endpoint.reclaimed_at or endpoint.is_expired:
         if may_change(user, get_job_for_user(user, job.tenant.slug, job.name)):
             return "Its time ran out.", "Extend it from the job's page to open it again.", False
         todo = "The job's owner or a tenant admin can extend it from the job's page."
         return "Its time ran out.", todo, False
+    if job.state != JobState.RUNNING:
+        return (
+            f"Its job {job.name} is not running yet ({job.get_state_display().lower()}): "
+            "the endpoint answers once it runs.",
+            "",
+            False,
+        )
     return (
         "It is open: the router had no route for it yet when you asked (a route takes up to a "
         "second after the launch).",
@@ -191,7 +204,8 @@ def _why_closed(endpoint, user):
     )
 
 
-@csrf_exempt  # reached by any method the router redirected (307 keeps it); it changes nothing
+@require_safe  # the router redirects GET and HEAD only: a form's body never comes here
+@never_cache  # it answers each user differently
 def endpoint_closed(request):
     """Where the router sends an endpoint host no route serves: its job ended, its time ran
     out, or it never existed. Who may see the job learns which and what to do; anyone else

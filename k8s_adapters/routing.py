@@ -284,18 +284,19 @@ def build_routes(
 
 FALLBACK_NAME = "gpu-portal-closed-endpoints"
 FALLBACK_COMPONENT = "endpoint-fallback"
-# The whole request URL, so the redirect carries the host and nothing else: a path or query
-# may hold an app's own token (Jupyter's `?token=`), which the portal must never receive.
-_WHOLE_URL = r"^[a-z][a-z0-9+.-]*://([^/:?#]+)(?::[0-9]+)?(?:[/?#].*)?$"
+# The whole request URL, capturing only its host's letters, digits, dots and hyphens (never a
+# port, a final dot, a path or a query: a path or query may hold an app's own token, which the
+# portal must never receive, and nothing the client sent can add to the portal's query).
+_WHOLE_URL = r"^[A-Za-z][A-Za-z0-9+.-]*://([A-Za-z0-9.-]*[A-Za-z0-9])\.?(?::[0-9]*)?(?:[/?#].*)?$"
 
 
 @dataclass(frozen=True)
 class FallbackSpec:
-    """Where requests to an endpoint host that no route serves go: its job ended, its time ran
-    out, or it never existed. Without it the router answers with its own bare 404."""
+    """Where browsers asking for an endpoint host that no route serves go: its job ended, its
+    time ran out, or it never existed. Without it the router answers with its own bare 404."""
 
     domain: str  # the endpoints' wildcard domain
-    namespace: str  # the router's namespace (the Gateway's, for Gateway API)
+    namespace: str  # the router's namespace
     closed_url: str  # the portal's page saying why, as browsers reach it
 
     @property
@@ -307,73 +308,44 @@ class FallbackSpec:
         }
 
 
-def _redirect_middleware(fallback: FallbackSpec) -> dict[str, Any]:
-    """Traefik's RedirectRegex to the portal's page, naming the host the browser asked for.
-    Temporary (302, or 307 keeping the method): the same address opens again when its job is
-    relaunched, and a browser must not remember the redirect."""
-    return {
-        "apiVersion": TRAEFIK_API,
-        "kind": "Middleware",
-        "metadata": fallback.metadata,
-        "spec": {
-            "redirectRegex": {
-                "regex": _WHOLE_URL,
-                "replacement": f"{fallback.closed_url}?host=${{1}}",
-                "permanent": False,
-            }
-        },
-    }
-
-
 def _traefik_fallback(fallback: FallbackSpec, auth: AuthSpec) -> list[dict[str, Any]]:
-    """An IngressRoute of the lowest priority for every host under the domain: any endpoint's
-    own `Host` route wins over it."""
-    domain = fallback.domain.replace(".", r"\.")
+    """An IngressRoute of the lowest priority for every host under the domain, GET and HEAD
+    only, redirecting to the portal's page with Traefik's RedirectRegex. Any endpoint's own
+    route wins over it, an HTTPRoute of the Gateway API driver too: Traefik orders the routes of
+    both providers on an entrypoint by one priority, and gives theirs the length of their rule
+    or host. Other methods are not redirected: a 307 would resend a form's body (a password,
+    say) to the portal; they get the router's 404. Temporary (302): the address opens again
+    when its job is relaunched, and a browser must not remember the redirect. The router must
+    keep a route whose Service has no ready pod (`allowEmptyServices`), or a starting app's
+    address would fall through to here."""
+    domain = fallback.domain.lower().replace(".", r"\.")
     route = {
         "kind": "Rule",
-        "match": f"HostRegexp(`^.+\\.{domain}$`)",
+        "match": (
+            f"HostRegexp(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\.{domain}\\.?$`) && "
+            "(Method(`GET`) || Method(`HEAD`))"
+        ),
         "priority": 1,
         "middlewares": [{"name": FALLBACK_NAME}],
         "services": [{"name": "noop@internal", "kind": "TraefikService"}],
     }
+    redirect = {
+        "regex": _WHOLE_URL,
+        "replacement": f"{fallback.closed_url}?host=${{1}}",
+        "permanent": False,
+    }
     return [
-        _redirect_middleware(fallback),
+        {
+            "apiVersion": TRAEFIK_API,
+            "kind": "Middleware",
+            "metadata": fallback.metadata,
+            "spec": {"redirectRegex": redirect},
+        },
         {
             "apiVersion": TRAEFIK_API,
             "kind": "IngressRoute",
             "metadata": fallback.metadata,
             "spec": {"routes": [route]},
-        },
-    ]
-
-
-def _gateway_fallback(fallback: FallbackSpec, auth: AuthSpec) -> list[dict[str, Any]]:
-    """An HTTPRoute for the wildcard host: Gateway API prefers the most specific hostname, so
-    each endpoint's own route wins over it."""
-    namespace, _, gateway = auth.gateway.rpartition("/")
-    parent = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway}
-    if namespace:
-        parent["namespace"] = namespace
-    redirect = {
-        "type": "ExtensionRef",
-        "extensionRef": {"group": "traefik.io", "kind": "Middleware", "name": FALLBACK_NAME},
-    }
-    rule = {
-        "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-        "filters": [redirect],
-        "backendRefs": [{"group": "traefik.io", "kind": "TraefikService", "name": "noop@internal"}],
-    }
-    return [
-        _redirect_middleware(fallback),
-        {
-            "apiVersion": GATEWAY_API,
-            "kind": "HTTPRoute",
-            "metadata": fallback.metadata,
-            "spec": {
-                "parentRefs": [parent],
-                "hostnames": [f"*.{fallback.domain}"],
-                "rules": [rule],
-            },
         },
     ]
 
@@ -384,7 +356,7 @@ def _nginx_fallback(fallback: FallbackSpec, auth: AuthSpec) -> list[dict[str, An
     cannot name the endpoint there."""
     backend = {"service": {"name": FALLBACK_NAME, "port": {"number": 80}}}
     rule = {
-        "host": f"*.{fallback.domain}",
+        "host": f"*.{fallback.domain.lower()}",
         "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]},
     }
     annotations = {"nginx.ingress.kubernetes.io/temporal-redirect": fallback.closed_url}
@@ -400,7 +372,7 @@ def _nginx_fallback(fallback: FallbackSpec, auth: AuthSpec) -> list[dict[str, An
 
 _FALLBACKS = {
     Traefik.name: _traefik_fallback,
-    GatewayApi.name: _gateway_fallback,
+    GatewayApi.name: _traefik_fallback,  # the driver runs on Traefik (its ForwardAuth)
     IngressNginx.name: _nginx_fallback,
 }
 

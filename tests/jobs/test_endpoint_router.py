@@ -374,12 +374,23 @@ def test_the_gateway_api_route_lets_members_in_and_keeps_others_out(
     assert json.loads(routing.get(endpoint.host, "/", Authorization=f"Bearer {bob}").text)
 
 
-def closed_page(url, user=None, accept="text/html"):
-    """The portal's page a redirect named, as a browser (signed in as `user`, or not) or an
-    API client sees it."""
+def closed_target(answer, host):
+    """Where the router's redirect of a request for `host` goes, on the portal: its path and
+    query, after checking they name that host and nothing else. (The portal's own address in
+    it is whatever the last worker to apply the fallback had; the test's is this test's.)"""
+    assert answer.status_code == 302, answer.text[:300]
+    target = urlsplit(answer.headers["Location"])
+    assert (target.path, target.query) == ("/endpoints/closed/", f"host={host}")
+    return f"{target.path}?{target.query}"
+
+
+def closed_page(target, user=None, accept="text/html"):
+    """The portal's page at `target`, as a browser (signed in as `user`, or not) or an API
+    client sees it."""
     import requests
 
     cookies = {"sessionid": portal_session(user)} if user else {}
+    url = f"{routing_portal()}{target}"
     return requests.get(url, headers={"Accept": accept}, cookies=cookies, timeout=30)
 
 
@@ -411,19 +422,22 @@ def test_a_closed_endpoints_address_sends_the_browser_to_the_portal_saying_why(
         timeout=30,
         message="the router to load its fallback route",
     )
-    assert first.headers["Location"] == f"{routing_portal()}/endpoints/closed/?host={nowhere}"
+    closed_target(first, nowhere)
     # A live endpoint keeps its own route, sign-in and all: the fallback never takes it.
     assert echoed(routing.get(endpoint.host, "/", Authorization=f"Bearer {bob}"))
     assert routing.get(endpoint.host, "/").status_code == 401
-    # A form posted to a closed address keeps its method (307), and the page still answers.
+    # A form posted to a closed address is not resent to the portal (a 307 would carry its
+    # body, a password say): the router refuses it itself.
     posted = routing.http.post(
-        f"http://127.0.0.1:{routing.port}/submit",
+        f"http://127.0.0.1:{routing.port}/login",
         headers={"Host": f"{nowhere}:{routing.port}"},
+        data={"password": "hunter2"},
         allow_redirects=False,
         timeout=30,
     )
-    assert posted.status_code == 307
-    anonymous = closed_page(posted.headers["Location"])
+    assert posted.status_code == 404
+    assert "Location" not in posted.headers
+    anonymous = closed_page(closed_target(first, nowhere))
     assert anonymous.status_code == 404
     assert "Nothing is open at this address" in anonymous.text
 
@@ -438,8 +452,7 @@ def test_a_closed_endpoints_address_sends_the_browser_to_the_portal_saying_why(
         timeout=30,
         message="the ended job's route to go",
     )
-    where = gone.headers["Location"]
-    assert where == f"{routing_portal()}/endpoints/closed/?host={endpoint.host}"
+    where = closed_target(gone, endpoint.host)
     page = closed_page(where, team["bob"])
     assert page.status_code == 404
     assert "The endpoint web is closed" in page.text
@@ -453,18 +466,48 @@ def test_a_closed_endpoints_address_sends_the_browser_to_the_portal_saying_why(
         assert "Nothing is open at this address" in page.text
         assert "gone" not in page.text.replace(endpoint.host, "")
 
-    # Another routing driver: its own fallback replaces the first, and works alike.
+    # The Gateway API driver runs on Traefik too, with the same fallback: every endpoint's
+    # HTTPRoute wins over it, as its IngressRoutes do.
     settings.ROUTING_DRIVER = "gateway-api"
     fallback()
-    namespace = settings.ROUTER_NAMESPACE
-    assert cluster.get(TRAEFIK, "IngressRoute", "gpu-portal-closed-endpoints", namespace) is None
-    assert cluster.get(GATEWAY, "HTTPRoute", "gpu-portal-closed-endpoints", namespace)
-    wait_for(
-        lambda: routing.get(nowhere, "/").headers.get("Location", "").endswith(f"?host={nowhere}"),
-        timeout=30,
-        message="the Gateway API fallback to redirect",
+    gateway = launch(cluster, upstream, team["tenant"], team["bob"], "gw-live")
+    assert cluster.get(GATEWAY, "HTTPRoute", gateway.service_name, team["tenant"].namespace)
+    served(routing, gateway, bob)
+    assert routing.get(gateway.host, "/").status_code == 401  # its sign-in, not the fallback
+    assert routing.get(nowhere, "/").status_code == 302
+
+
+def test_a_starting_apps_address_answers_503_not_the_closed_page(
+    cluster, team, upstream, routing, settings, fallback
+):
+    """A job's route exists from its launch, before any pod is ready: the router keeps it
+    (Traefik's allowEmptyServices) and answers 503, rather than dropping it and letting the
+    fallback say the endpoint is closed."""
+    fallback()
+    nowhere = f"nothing-here.{settings.ENDPOINT_WILDCARD_DOMAIN}"
+    wait_for(lambda: routing.get(nowhere, "/").status_code == 302, timeout=30, message="fallback")
+    spec = {
+        "image": "python:3.12",
+        "command": ["python", "-m", "http.server"],
+        "tasks": [{"name": "main", "replicas": 1, "gpus": 0}],
+        "expose": [{"name": "web", "task": "main", "container_port": 8000}],
+    }
+    job, _ = services.launch_job(
+        team["tenant"], team["bob"], actor=team["bob"], spec_data=spec, name="starting"
     )
-    assert routing.get(endpoint.host, "/").status_code == 302
+    endpoint = Endpoint.objects.get(job=job, name="web")
+    wait_for(
+        lambda: cluster.get(TRAEFIK, "IngressRoute", endpoint.service_name, job.tenant.namespace),
+        message="the endpoint's route",
+    )
+    bob = {"Authorization": f"Bearer {ApiToken.issue(team['bob'], 't')[1]}"}
+    # No EndpointSlice: no pod of the app is ready.
+    wait_for(
+        lambda: routing.get(endpoint.host, "/", **bob).status_code == 503,
+        timeout=30,
+        message="the router to load the route without a ready pod",
+    )
+    assert routing.get(endpoint.host, "/").status_code == 401  # signed out: its sign-in first
 
 
 @pytest.mark.browser

@@ -168,15 +168,38 @@ def test_every_driver_sends_hosts_no_route_serves_to_the_portals_page(settings, 
     redirect = objects["Middleware"]["spec"]["redirectRegex"]
     assert redirect["replacement"] == f"{closed}?host=${{1}}"
     assert redirect["permanent"] is False  # the address opens again with a relaunch
-    if driver == "traefik":
-        route = objects["IngressRoute"]["spec"]["routes"][0]
-        assert route["match"] == r"HostRegexp(`^.+\.endpoints\.example\.org$`)"
-        assert route["priority"] == 1  # below every endpoint's own Host route
-    else:
-        route = objects["HTTPRoute"]["spec"]
-        assert route["hostnames"] == ["*.endpoints.example.org"]  # less specific than any host
-        gateway_ns = settings.ROUTING_GATEWAY.split("/")[0]
-        assert objects["HTTPRoute"]["metadata"]["namespace"] == gateway_ns
+    # The Gateway API driver runs on Traefik: its fallback is the same IngressRoute.
+    route = objects["IngressRoute"]["spec"]["routes"][0]
+    assert route["match"] == (
+        r"HostRegexp(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?\.endpoints\.example\.org\.?$`) && "
+        "(Method(`GET`) || Method(`HEAD`))"  # a form's body is never resent to the portal
+    )
+    assert route["priority"] == 1  # below every endpoint's own route
+    assert objects["IngressRoute"]["metadata"]["namespace"] == settings.ROUTER_NAMESPACE
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://a--b--c.endpoints.example.org:18080/lab?token=secret#x",
+        "https://A--B--C.Endpoints.Example.Org./",
+        "http://a--b--c.endpoints.example.org:/",
+        "http://a--b--c.endpoints.example.org?next=/",
+    ],
+)
+def test_the_fallback_redirect_carries_the_host_alone(settings, url):
+    """What Traefik's RedirectRegex makes of a request's URL (Go's regexp and Python's agree on
+    this pattern): the host, never its port, a path or a query."""
+    import re
+
+    settings.PORTAL_URL = "https://portal.example.org"
+    settings.ROUTING_DRIVER = "traefik"
+    redirect = {o["kind"]: o for o in endpoints.fallback_objects()}["Middleware"]
+    rule = redirect["spec"]["redirectRegex"]
+    target = re.sub(rule["regex"], rule["replacement"].replace("${1}", r"\1"), url)
+    assert target.lower() == (
+        "https://portal.example.org/endpoints/closed/?host=a--b--c.endpoints.example.org"
+    )
 
 
 @pytest.mark.parametrize(
@@ -209,6 +232,12 @@ def test_the_closed_page_tells_members_why_and_what_to_do(client, team, notebook
     jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
     url = f"/endpoints/closed/?host={jupyter.host}"
     client.force_login(team["bob"])
+    waiting = client.get(url, HTTP_ACCEPT="text/html").content.decode()
+    assert f"Its job {notebook.name} is not running yet" in waiting
+    ssh = Endpoint.objects.get(job=notebook, name="ssh")
+    inside = client.get(f"/endpoints/closed/?host={ssh.host}", HTTP_ACCEPT="text/html")
+    assert "It is reached inside the cluster" in inside.content.decode()
+    notebook.__class__.objects.filter(pk=notebook.pk).update(state=JobState.RUNNING)
     opened = client.get(url, HTTP_ACCEPT="text/html")
     assert opened.status_code == 200  # open after all: the router had no route yet
     assert f'href="/auth/endpoint/{jupyter.pk}/start"' in opened.content.decode()
@@ -224,7 +253,8 @@ def test_the_closed_page_tells_members_why_and_what_to_do(client, team, notebook
     assert outsider.status_code == 404
     assert "Nothing is open at this address" in outsider.content.decode()
     assert notebook.name not in outsider.content.decode().replace(jupyter.host, "")
-    assert client.post(url).json()["detail"].startswith("No endpoint is open at this address.")
+    assert client.get(url).json()["detail"].startswith("No endpoint is open at this address.")
+    assert client.post(url).status_code == 405  # the router redirects GET and HEAD only
     client.force_login(team["bob"])
     notebook.__class__.objects.filter(pk=notebook.pk).update(cancel_requested=True)
     cancelling = client.get(url, HTTP_ACCEPT="text/html").content.decode()
