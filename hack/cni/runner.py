@@ -156,6 +156,8 @@ class Runner:
         self.added: dict[str, list[Attachment]] = {}  # pod uid -> interfaces set up
         self.busy: set[str] = set()
         self.plugins: set[subprocess.Popen] = set()  # plugin calls in flight
+        self.running = 0  # pods being handled by the pool's threads now
+        self.stopping = threading.Event()  # no plugin starts once set
         self.retry: dict[str, tuple[float, float, dict]] = {}  # uid -> (due, backoff, pod)
         self.failures: dict[str, int] = {}
         self.known: dict[str, dict] = {}  # uid -> last seen pod
@@ -164,6 +166,8 @@ class Runner:
     # -- plugin calls --
 
     def call(self, command: str, pod: dict, attachment: Attachment) -> dict:
+        if self.stopping.is_set():
+            raise PluginError("the runner is stopping")
         meta = pod["metadata"]
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -200,22 +204,30 @@ class Runner:
         return json.loads(stdout or b"{}")
 
     def stop(self, grace: float) -> bool:
-        """Stop taking work, let calls in flight finish for `grace` seconds, then kill the
-        plugins still running (with the API server gone, Whereabouts waits for its lease until
-        its own timeout). Whether everything finished in time."""
+        """Start no plugin and no pod from now on, let the pods being handled finish for
+        `grace` seconds, then kill the plugins still running (with the API server gone,
+        Whereabouts waits for its lease until its own timeout). Whether all finished in time."""
+        self.stopping.set()
         self.pool.shutdown(wait=False, cancel_futures=True)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             with self.lock:
-                if not self.busy:
+                if not self.running:
                     return True
             time.sleep(0.1)
-        with self.lock:
-            stuck = list(self.plugins)
-        for proc in stuck:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-        log.warning("stopped with %d plugin call(s) in flight, killed", len(stuck))
+        killed = 0
+        for _ in range(50):  # a handler may be between two calls: kill until none is left
+            with self.lock:
+                stuck = list(self.plugins)
+            for proc in stuck:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+            killed += len(stuck)
+            with self.lock:
+                if not self.running:
+                    break
+            time.sleep(0.1)
+        log.warning("stopped with pods still being handled: killed %d plugin call(s)", killed)
         return False
 
     def attachments(self, pod: dict) -> list[Attachment]:
@@ -373,6 +385,8 @@ class Runner:
             self.busy.add(uid)
 
         def run():
+            with self.lock:
+                self.running += 1
             try:
                 work(pod)
             except Exception:
@@ -380,7 +394,8 @@ class Runner:
             finally:
                 with self.lock:
                     self.busy.discard(uid)
-                if work == self.set_up:  # the pod may have gone meanwhile
+                    self.running -= 1
+                if work == self.set_up and not self.stopping.is_set():  # it may have gone
                     self.recheck(uid)
 
         self.pool.submit(run)
