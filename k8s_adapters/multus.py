@@ -33,6 +33,11 @@ class PoolSpec:
 POOL_LABEL = "gpu-portal.io/ip-pool"  # on a pool's networks: the pool's name
 
 
+def network_pool(nad: dict[str, Any]) -> str:
+    """The pool a portal NetworkAttachmentDefinition belongs to ("" for none)."""
+    return (nad["metadata"].get("labels") or {}).get(POOL_LABEL, "")
+
+
 def _plugin(spec: PoolSpec) -> dict[str, Any]:
     kind, mode = spec.cni_type.split("-")
     return {"type": kind, "master": spec.master, "mode": mode, "mtu": spec.mtu}

@@ -84,6 +84,10 @@ class ReleaseAllocationSerializer(NoUnknownFields, serializers.Serializer):
     )
 
 
+# How a refused deletion answers: in use (409), deleted meanwhile (404), cluster silent (503).
+DELETE_REFUSALS = {"gone": status.HTTP_404_NOT_FOUND, "unavailable": 503}
+
+
 class PoolViewSet(
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -135,9 +139,10 @@ class PoolViewSet(
         try:
             services.delete_pool(pool, actor=request.user)
         except services.ValidationError as exc:
+            code = exc.error_list[0].code or "in_use"
             return Response(
-                {"detail": exc.messages[0], "code": "conflict", "errors": {}},
-                status=status.HTTP_409_CONFLICT,
+                {"detail": exc.messages[0], "code": code, "errors": {}},
+                status=DELETE_REFUSALS.get(code, status.HTTP_409_CONFLICT),
             )
         return Response(status=status.HTTP_204_NO_CONTENT)
 

@@ -2,6 +2,7 @@
 addresses reserved for single-pod jobs, and the NCCL/Gloo interface for compute networks."""
 
 from django.core.exceptions import ValidationError
+from django.db import connection
 
 from k8s_adapters.multus import network_selection
 
@@ -15,16 +16,10 @@ def validate_requests(tenant, networks, total_replicas):
     if not networks:
         return []
     errors, pools = {}, []
-    requested = sorted({str(request.get("pool")) for request in networks})
-    # Locked until the launch commits (called inside its transaction): a pool is never deleted
-    # between this check and the job that attaches to it.
-    allowed = {
-        p.name: p
-        for p in IPPool.objects.for_tenant(tenant)
-        .filter(name__in=requested)
-        .order_by("name")
-        .select_for_update(no_key=True, of=("self",))
-    }
+    requested = {str(request.get("pool")) for request in networks}
+    allowed = {p.name: p for p in IPPool.objects.for_tenant(tenant).filter(name__in=requested)}
+    held = _key_share({p.pk for p in allowed.values()})
+    allowed = {name: p for name, p in allowed.items() if p.pk in held}
     for i, request in enumerate(networks):
         pool = allowed.get(request.get("pool"))
         if pool is None:
@@ -41,6 +36,22 @@ def validate_requests(tenant, networks, total_replicas):
     if errors:
         raise ValidationError(errors)
     return pools
+
+
+def _key_share(ids):
+    """Lock these pools' rows until the launch commits (it calls this inside its transaction),
+    as a foreign key would: a pool is never deleted between this check and the job that
+    attaches to it, while launches on one pool never wait for each other. The ids of the pools
+    that still exist."""
+    if not ids:
+        return set()
+    table = connection.ops.quote_name(IPPool._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {table} WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE",  # noqa: S608
+            [sorted(ids)],
+        )
+        return {row[0] for row in cursor.fetchall()}
 
 
 def attach(job, networks, pools, *, actor):

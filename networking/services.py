@@ -10,12 +10,13 @@ from django.db import IntegrityError, transaction
 
 from core.reconcile import enqueue, send
 from core.unique import taken_is_invalid
+from k8s_adapters.errors import K8sError
 from tenants.services import record
 
 from . import ipmath
 from .allocation import first_free
 from .models import POOL_FIELDS, IPPool, IPReservation
-from .whereabouts import allocated_now
+from .whereabouts import allocated_now, live_allocations
 
 if TYPE_CHECKING:
     from tenants.models import Tenant
@@ -31,6 +32,15 @@ def snapshot(pool: IPPool) -> dict[str, Any]:
     data = {f: getattr(pool, f) for f in POOL_FIELDS}
     data["tenants"] = sorted(pool.tenants.values_list("slug", flat=True)) if pool.pk else []
     return data
+
+
+def _locked(pool: IPPool) -> IPPool:
+    """The pool's row, locked until the transaction ends; refused when it was deleted meanwhile
+    (a second click of Delete, or a change racing with one)."""
+    locked = IPPool.objects.select_for_update().filter(pk=pool.pk).first()
+    if locked is None:
+        raise ValidationError(f"The pool {pool.name} was deleted meanwhile.", code="gone")
+    return locked
 
 
 def _reconcile(pool: IPPool) -> None:
@@ -103,7 +113,7 @@ def create_pool(*, actor: Any, tenants: Iterable[Tenant] = (), **fields: Any) ->
 def update_pool(
     pool: IPPool, *, actor: Any, tenants: Iterable[Tenant] | None = None, **changes: Any
 ) -> IPPool:
-    pool = IPPool.objects.select_for_update().get(pk=pool.pk)
+    pool = _locked(pool)
     before = snapshot(pool)
     changes.pop("name", None)  # names NetworkAttachmentDefinitions: never changes
     for name, value in changes.items():
@@ -121,40 +131,52 @@ def update_pool(
     return pool
 
 
-def delete_blocked_by(pool: IPPool) -> list[str]:
-    """What still uses the pool: jobs on it, reserved addresses, Whereabouts' allocations (read
-    now; the last observed ones when the cluster does not answer)."""
+def delete_blocked_by(pool: IPPool, allocated: list[dict[str, Any]]) -> list[str]:
+    """What still uses the pool: jobs on it, reserved addresses, Whereabouts' allocations."""
     blockers = [item for check in delete_blockers for item in check(pool)]
-    blockers += [
-        f"{r.ip} reserved for {r.owner.username}{' (pinned)' if r.pinned else ''}"
-        for r in pool.reservations.select_related("owner")
-    ]
-    blockers += [
-        f"{ipmath.to_str(address, pool.version)} held by pod {podref}"
-        for address, podref in sorted(allocated_now(pool).items())
-    ]
+    for r in pool.reservations.select_related("owner", "tenant", "job"):
+        held = f" for job {r.job.name}" if r.job else ""
+        pinned = ", pinned" if r.pinned else ""
+        blockers.append(f"{r.ip} reserved for {r.owner.username} in {r.tenant.slug}{held}{pinned}")
+    gone = {
+        (a["address"], a["podref"])
+        for a in pool.observed_allocations
+        if not a.get("pod_exists", True)
+    }
+    for a in allocated:
+        stale = " (its pod is gone: release it)" if (a["address"], a["podref"]) in gone else ""
+        blockers.append(f"{a['address']} allocated by Whereabouts to pod {a['podref']}{stale}")
     return blockers
 
 
-@transaction.atomic
 def delete_pool(pool: IPPool, *, actor: Any) -> None:
     """Delete a pool nothing uses any more; its networks leave every tenant's namespace. A pool
     still in use is refused, naming what uses it: deleting it would leave pods that cannot
-    start and addresses Whereabouts still hands out."""
-    pool = IPPool.objects.select_for_update().get(pk=pool.pk)
-    blockers = delete_blocked_by(pool)
-    if blockers:
-        shown = ", ".join(blockers[:SHOWN_BLOCKERS])
-        if len(blockers) > SHOWN_BLOCKERS:
-            shown += f" and {len(blockers) - SHOWN_BLOCKERS} more"
+    start and addresses Whereabouts still holds. Whereabouts' allocations are read first, from
+    the cluster itself (no deletion on the last observed ones)."""
+    try:
+        allocated = live_allocations(pool)
+    except K8sError as exc:
         raise ValidationError(
-            f"The pool {pool.name} is still in use: {shown}. It can be deleted once its jobs "
-            "have ended and its addresses are released (on the pool's page).",
-            code="in_use",
-        )
-    record(actor, "ip_pool.delete", pool, before=snapshot(pool))
-    pool.delete()
-    send("networking.prune_networks")
+            f"Cannot read Whereabouts' allocations of the pool {pool.name} ({exc}); try again "
+            "once the cluster answers.",
+            code="unavailable",
+        ) from exc
+    with transaction.atomic():
+        pool = _locked(pool)
+        blockers = delete_blocked_by(pool, allocated)
+        if blockers:
+            shown = ", ".join(blockers[:SHOWN_BLOCKERS])
+            if len(blockers) > SHOWN_BLOCKERS:
+                shown += f" and {len(blockers) - SHOWN_BLOCKERS} more"
+            raise ValidationError(
+                f"The pool {pool.name} is still in use: {shown}. It can be deleted once its jobs "
+                "have ended and its addresses are released (on the pool's page).",
+                code="in_use",
+            )
+        record(actor, "ip_pool.delete", pool, before=snapshot(pool))
+        pool.delete()
+        send("networking.prune_networks")
 
 
 @transaction.atomic
@@ -171,7 +193,7 @@ def reserve_address(
 ) -> IPReservation:
     """Reserve the given address, or the first free one; a ValidationError (409 in the API)
     when the pool is full or the address is taken."""
-    pool = IPPool.objects.select_for_update().get(pk=pool.pk)
+    pool = _locked(pool)
     if not pool.tenants.filter(pk=tenant.pk).exists():
         raise ValidationError({"pool": f"Tenant {tenant.slug} may not use pool {pool.name}."})
     if not owner.is_staff and not tenant.memberships.filter(user=owner).exists():

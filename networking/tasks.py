@@ -18,6 +18,7 @@ from k8s_adapters.multus import (
     allocation_at,
     build_nad,
     build_static_nad,
+    network_pool,
     pod_ref,
     release_operations,
     whereabouts_pool_name,
@@ -156,8 +157,10 @@ def prune_networks():
     converges. Whereabouts' own IPPool object of the range is left: it holds no allocation
     (a pool is deleted only once none is left), and a pool made again on that range reuses it."""
     cluster = get_cluster()
+    networks = cluster.list(NAD_API, "NetworkAttachmentDefinition", labels=_labels(None))
+    # Read after the list: a pool made meanwhile has no network in it yet to lose.
     existing = set(IPPool.objects.values_list("name", flat=True))
-    for nad in cluster.list(NAD_API, "NetworkAttachmentDefinition", labels=_labels(None)):
-        meta = nad["metadata"]
-        if meta.get("labels", {}).get(POOL_LABEL) not in existing:
-            cluster.delete(NAD_API, "NetworkAttachmentDefinition", meta["name"], meta["namespace"])
+    for nad in networks:
+        if network_pool(nad) not in existing:
+            ref = ObjectRef.of(nad)
+            cluster.delete(NAD_API, "NetworkAttachmentDefinition", ref.name, ref.namespace)

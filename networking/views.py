@@ -98,7 +98,7 @@ def pool_delete(request, name):
         services.delete_pool(pool, actor=request.user)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
-        return redirect(pool)
+        return redirect("networking:list" if exc.error_list[0].code == "gone" else pool)
     messages.success(request, f"Pool {name} deleted; its networks are being removed.")
     return redirect("networking:list")
 

@@ -216,7 +216,7 @@ def test_a_pool_in_use_is_kept_and_a_deleted_pool_leaves_every_tenant(
     client.force_login(admin)
     page = client.post(f"/network/pools/{pool.name}/delete/", follow=True).content.decode()
     assert (f"The pool {pool.name} is still in use: job {team['tenant'].slug}/on-pool (") in page
-    assert "10.77.0.10 reserved for bob (pinned)" in page
+    assert f"10.77.0.10 reserved for bob in {team['tenant'].slug}, pinned" in page
     api = f"/api/v1/ip-pools/{pool.name}/"
     raw = {who: ApiToken.issue(team[who], "t")[1] for who in ("admin", "alice")}
     refused = client.delete(api, HTTP_AUTHORIZATION=f"Bearer {raw['admin']}")
@@ -232,6 +232,11 @@ def test_a_pool_in_use_is_kept_and_a_deleted_pool_leaves_every_tenant(
     with django_capture_on_commit_callbacks(execute=True):
         deleted = client.delete(api, HTTP_AUTHORIZATION=f"Bearer {raw['admin']}")
     assert deleted.status_code == 204
+    again = client.delete(api, HTTP_AUTHORIZATION=f"Bearer {raw['admin']}")
+    assert again.status_code == 404  # a second click finds nothing, no error page
+    with pytest.raises(services.ValidationError) as raced:  # one that read it before
+        services.delete_pool(pool, actor=admin)
+    assert raced.value.messages == [f"The pool {pool.name} was deleted meanwhile."]
     assert cluster.get(NAD_API, NAD, pool.nad_name, namespace) is None
     assert cluster.get(NAD_API, NAD, pool.static_nad_name, namespace) is None
     event = AuditEvent.objects.get(action="ip_pool.delete")
@@ -261,3 +266,18 @@ def test_networks_of_a_pool_that_no_longer_exists_go_with_the_next_resync(cluste
     resync_pools()
     assert cluster.get(NAD_API, NAD, "left-behind", team["tenant"].namespace) is None
     assert cluster.get(NAD_API, NAD, pool.nad_name, team["tenant"].namespace) is not None
+
+
+def test_a_pool_is_not_deleted_on_allocations_the_cluster_could_not_confirm(
+    team, pool, admin, monkeypatch
+):
+    from k8s_adapters.errors import TransientK8sError
+
+    def silent(pool):
+        raise TransientK8sError("connection refused")
+
+    monkeypatch.setattr(services, "live_allocations", silent)
+    with pytest.raises(services.ValidationError) as caught:
+        services.delete_pool(pool, actor=admin)
+    assert "Cannot read Whereabouts' allocations of the pool" in caught.value.messages[0]
+    assert type(pool).objects.filter(pk=pool.pk).exists()
