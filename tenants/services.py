@@ -14,7 +14,7 @@ from core.reconcile import enqueue
 from core.unique import taken_is_invalid
 from k8s_adapters.errors import K8sError
 from k8s_adapters.quantity import to_decimal
-from k8s_adapters.tenant import QUEUE_API, namespace_tenant, quota_used
+from k8s_adapters.tenant import QUEUE_API, QUOTA_NAME, namespace_tenant, quota_used
 from k8s_adapters.volcano import FINISHED_PHASES, read_job
 
 from .choices import MembershipSource, Role, TenantState
@@ -139,7 +139,7 @@ QUOTA_CHECKS = [
 def current_usage(tenant: Tenant) -> dict[str, str]:
     """status.used of the tenant's ResourceQuota, fresh from the cluster when it answers."""
     try:
-        quota = get_cluster().get("v1", "ResourceQuota", "gpu-portal", tenant.namespace)
+        quota = get_cluster().get("v1", "ResourceQuota", QUOTA_NAME, tenant.namespace)
     except K8sError:
         return tenant.observed_usage or {}
     return quota_used(quota) or tenant.observed_usage or {}
