@@ -1,8 +1,9 @@
 import shlex
 
-import yaml
 from django import forms
+from django.core.exceptions import ValidationError
 
+from . import spec as specs
 from .models import DataVolume
 from .spec import OVERRIDABLE
 
@@ -89,6 +90,8 @@ class TemplateForm(forms.Form):
         required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2})
     )
     spec = forms.CharField(
+        max_length=specs.MAX_SOURCE_CHARS,
+        strip=False,  # kept as written
         widget=forms.Textarea(attrs={"rows": 24, "spellcheck": "false"}),
         help_text="YAML: image, command, tasks, expose, volumes, ...",
     )
@@ -100,12 +103,9 @@ class TemplateForm(forms.Form):
 
     def clean_spec(self):
         try:
-            data = yaml.safe_load(self.cleaned_data["spec"])
-        except yaml.YAMLError as exc:
-            raise forms.ValidationError(f"This is not valid YAML: {exc}") from exc
-        if not isinstance(data, dict):
-            raise forms.ValidationError("The spec must be a YAML mapping.")
-        return data
+            return specs.from_yaml(self.cleaned_data["spec"])
+        except ValidationError as exc:
+            raise forms.ValidationError(exc.message_dict["spec"]) from exc
 
 
 class DataVolumeForm(forms.Form):

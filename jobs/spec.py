@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Collection, Iterable
 from typing import Any
 
+import yaml
 from django.core.exceptions import ValidationError
 
 from core.validators import DNS1123_SUBDOMAIN as DNS_SUBDOMAIN
@@ -63,6 +64,62 @@ TASK_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$")
 # Label values (GPU products select nodes by label) and DNS subdomains (RuntimeClass names).
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 MAX_TTL_SECONDS = 30 * 24 * 3600
+
+
+# The most a spec may hold: no real spec comes near, and a hostile one (YAML aliases nest a few
+# hundred bytes into billions of values; deep nesting exhausts the stack) is refused before
+# anything walks it.
+MAX_SPEC_VALUES, MAX_SPEC_DEPTH = 20_000, 32
+MAX_SOURCE_CHARS = 200_000  # a template's YAML text
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def check_shape(data: Any) -> None:
+    """Refuse a spec with more values or deeper nesting than any job needs. Walks without
+    recursion and stops at the limit, so a spec that expands to billions of values (YAML
+    aliases) is refused as fast as a small one."""
+    seen, stack = 0, [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_SPEC_VALUES:
+            raise ValidationError(
+                {
+                    "spec": [
+                        f"The spec holds more than {MAX_SPEC_VALUES} values; no job needs "
+                        "that many (are YAML aliases repeating a list?)."
+                    ]
+                }
+            )
+        if depth > MAX_SPEC_DEPTH:
+            raise ValidationError(
+                {
+                    "spec": [
+                        f"The spec nests deeper than {MAX_SPEC_DEPTH} levels; no field of a "
+                        "job needs that."
+                    ]
+                }
+            )
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+
+
+def from_yaml(text: str) -> dict[str, Any]:
+    """A spec mapping from YAML text, or a ValidationError on `spec` saying what is wrong."""
+    try:
+        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506  (a safe loader)
+    except yaml.YAMLError as exc:
+        raise ValidationError({"spec": [f"This is not valid YAML: {exc}"]}) from exc
+    except RecursionError as exc:
+        raise ValidationError(
+            {"spec": [f"The spec nests deeper than {MAX_SPEC_DEPTH} levels."]}
+        ) from exc
+    if not isinstance(data, dict):
+        raise ValidationError({"spec": ["The spec must be a YAML mapping."]})
+    check_shape(data)
+    return data
 
 
 def _unstorable(value: Any, path: str) -> list[str]:
@@ -379,6 +436,7 @@ def parse(
     every problem by field path."""
     if not isinstance(data, dict):
         raise ValidationError({"spec": ["The spec must be a mapping of fields."]})
+    check_shape(data)
     errors = Errors()
     for path in _unstorable(data, ""):
         errors.add(

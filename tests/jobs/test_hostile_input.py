@@ -1,6 +1,8 @@
 """Every user, name and spec the portal accepts becomes objects the real API server accepts (a
 server-side dry run), and everything else is a refusal with a field path that says what to fix."""
 
+import time
+
 import pytest
 from django.core.exceptions import ValidationError
 from hypothesis import HealthCheck, event, given, settings
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 from jobs import services
 from jobs import spec as specs
 from jobs.choices import JobState
-from jobs.models import DataVolume, Endpoint, Job
+from jobs.models import DataVolume, Endpoint, Job, JobTemplate
 from jobs.tasks import reconcile_data_volume, reconcile_job
 from k8s_adapters.names import endpoint_host_label, identity_label, pool_nad, pool_static_nad
 from k8s_adapters.routing import DRIVERS, AuthSpec, EndpointSpec, endpoint_objects
@@ -172,6 +174,53 @@ def test_the_api_answers_a_malformed_spec_with_400_and_field_paths(team, client)
     )
     assert answer.status_code == 400
     assert set(answer.json()["errors"]) >= {"tasks[0]", "volumes"}
+
+
+def alias_bomb(levels=9):
+    """YAML of a few hundred bytes whose last list expands to 9**levels strings."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + f"\nimage: pytorch\ncommand: *a{levels - 1}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (alias_bomb(), "The spec holds more than 20000 values"),
+        ("image: x\nenv: " + "{a: " * 900 + "b" + "}" * 900, "The spec nests deeper than 32"),
+        ("image: x\ncommand: " + "[" * 50_000 + "]" * 50_000, "This is not valid YAML"),
+        ("image: x\nenv:\n" + "".join(f"{' ' * i}k:\n" for i in range(1, 600)), "deeper"),
+    ],
+)
+def test_a_template_that_would_expand_or_nest_without_end_is_refused_at_once(
+    client, team, text, said
+):
+    """YAML aliases expand a few hundred bytes into billions of values, and deep nesting
+    exhausts the stack: the editor says so within a moment, never hangs or crashes."""
+    client.force_login(team["bob"])
+    started = time.monotonic()
+    page = client.post(
+        "/templates/new/",
+        {"name": "bomb", "scope": team["tenant"].slug, "spec": text},
+    )
+    assert time.monotonic() - started < 5
+    assert page.status_code == 200
+    assert said in page.content.decode()
+    assert not JobTemplate.objects.filter(name="bomb").exists()
+
+
+def test_json_nested_past_the_recursion_limit_is_a_400_not_a_crash(team, client):
+    client.force_login(team["bob"])
+    for body in (
+        '{"name": "x", "spec": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        '{"name": "x", "spec": {"image": "x", "env": ' + '{"a": ' * 500 + "1" + "}" * 501 + "}",
+    ):
+        answer = client.post(
+            f"/api/v1/tenants/{team['tenant'].slug}/jobs/", body, content_type="application/json"
+        )
+        assert answer.status_code == 400, answer.content[:300]
+        assert "nest" in answer.json()["detail"]
+    assert not Job.objects.exists()
 
 
 def test_job_names_must_start_with_a_letter(templates, launch):
