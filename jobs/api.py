@@ -223,7 +223,8 @@ class TemplateViewSet(
             require_platform_admin(request.user)
         version = services.save_template(
             name=data["name"],
-            spec_data=data["spec"],
+            spec_data=data.get("spec"),
+            source=data.get("source", ""),
             overridable=data.get("overridable", []),
             description=data.get("description", ""),
             tenant=tenant,

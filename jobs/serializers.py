@@ -7,6 +7,7 @@ from networking.addresses import job_addresses
 
 from .admission import queue_position
 from .models import DataVolume, Endpoint, Job, JobEvent, JobTemplate, JobTemplateVersion
+from .spec import MAX_SOURCE_CHARS
 
 
 class JobEventSerializer(serializers.ModelSerializer):
@@ -157,7 +158,7 @@ class LaunchSerializer(NoUnknownFields, serializers.Serializer):
 class TemplateVersionSerializer(serializers.ModelSerializer):
     class Meta:
         model = JobTemplateVersion
-        fields = ["id", "version", "spec", "overridable", "created_at"]
+        fields = ["id", "version", "spec", "source", "overridable", "created_at"]
 
 
 class TemplateSerializer(serializers.ModelSerializer):
@@ -175,8 +176,21 @@ class TemplateWriteSerializer(NoUnknownFields, serializers.Serializer):
         required=False, allow_blank=True, help_text="Tenant slug; empty for a global template."
     )
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
-    spec = serializers.DictField()
+    spec = serializers.DictField(required=False, help_text="The spec; or give `source`.")
+    source = serializers.CharField(
+        required=False,
+        max_length=MAX_SOURCE_CHARS,
+        trim_whitespace=False,  # kept as written
+        help_text="The spec as YAML text, kept as written (comments and all); or give `spec`.",
+    )
     overridable = serializers.ListField(child=serializers.CharField(), required=False)
+
+    def validate(self, attrs):
+        if ("spec" in attrs) == bool(attrs.get("source")):
+            raise serializers.ValidationError(
+                {"spec": "Give the spec either as `spec` (a mapping) or as `source` (YAML text)."}
+            )
+        return attrs
 
 
 class DataVolumeSerializer(NoUnknownFields, serializers.ModelSerializer):

@@ -487,13 +487,17 @@ def _check_may_save(template: JobTemplate, created: bool, tenant: Tenant, actor:
 def save_template(
     *,
     name: str,
-    spec_data: Any,
+    spec_data: Any = None,
     overridable: Collection[str],
     actor: Any,
     tenant: Tenant | None = None,
     description: str = "",
+    source: str = "",
 ) -> JobTemplateVersion:
-    """Create a template or add a version to it; the spec is validated first."""
+    """Create a template or add a version to it; the spec is validated first. Given as YAML
+    text (`source`), the text is kept as written, comments and all, and the editor shows it."""
+    if source:
+        spec_data = specs.from_yaml(source)
     specs.parse(spec_data)
     unknown = set(overridable) - set(specs.OVERRIDABLE)
     if unknown:
@@ -534,6 +538,7 @@ def save_template(
         template=template,
         version=(latest.version + 1) if latest else 1,
         spec=spec_data,
+        source=source,
         overridable=list(overridable),
         created_by=actor,
     )

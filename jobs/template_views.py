@@ -72,7 +72,8 @@ def template_edit(request, template_id=None):
         initial = {
             "name": template.name,
             "description": template.description,
-            "spec": yaml.safe_dump(specs.in_reading_order(latest.spec), sort_keys=False),
+            "spec": latest.source
+            or yaml.safe_dump(specs.in_reading_order(latest.spec), sort_keys=False),
             "overridable": latest.overridable,
         }
     may_change = template is None or services.may_add_version(template, request.user)
@@ -94,7 +95,7 @@ def template_edit(request, template_id=None):
             tenant = _scope(request.user, scope if template is None or template.tenant else "")
             version = services.save_template(
                 name=template.name if template else form.cleaned_data["name"],
-                spec_data=form.cleaned_data["spec"],
+                source=form.data["spec"],  # kept as written; parsed again by the service
                 overridable=form.cleaned_data["overridable"],
                 description=form.cleaned_data["description"],
                 tenant=tenant,

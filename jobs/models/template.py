@@ -65,6 +65,10 @@ class JobTemplateVersion(models.Model):
     template = models.ForeignKey(JobTemplate, on_delete=models.CASCADE, related_name="versions")
     version = models.PositiveIntegerField()
     spec = models.JSONField()
+    source = models.TextField(
+        blank=True,
+        help_text="The spec as its author wrote it (YAML, comments and all), when saved as text.",
+    )
     overridable = models.JSONField(default=list)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

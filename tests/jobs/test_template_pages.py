@@ -64,3 +64,59 @@ def test_other_tenants_templates_are_invisible(client, team):
     assert other.get(f"/templates/{template.pk}/").status_code == 404
     assert "private" not in other.get("/templates/").content.decode()
     assert other.get("/api/v1/templates/").json()["count"] == 0
+
+
+COMMENTED = """# Fine-tunes on one GPU; ask the ML-infra channel before raising gpus.
+image: python:3.12   # pinned: 3.13 breaks our loader
+command: [python, x.py]
+tasks:
+  - name: main
+    gpus: 1   # one is enough for the 7B model
+"""
+
+
+def test_a_template_keeps_its_yaml_as_written_in_the_editor_and_the_api(client, team):
+    """Comments and layout are what authors explain a template with: the editor shows the text
+    as it was saved, and the API gives it beside the parsed spec and takes it as `source`."""
+    from accounts.models import ApiToken
+
+    client.force_login(team["bob"])
+    client.post(
+        "/templates/new/", {"scope": team["tenant"].slug, "name": "noted", "spec": COMMENTED}
+    )
+    template = JobTemplate.objects.get(name="noted")
+    assert template.latest.spec["tasks"] == [{"name": "main", "gpus": 1}]
+    editor = client.get(f"/templates/{template.pk}/").content.decode()
+    assert "# pinned: 3.13 breaks our loader" in editor
+    assert "# one is enough for the 7B model" in editor
+
+    raw = ApiToken.issue(team["bob"], "t")[1]
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+    shown = client.get(f"/api/v1/templates/{template.pk}/", **auth).json()
+    assert shown["latest"]["source"] == COMMENTED
+    saved = client.post(
+        "/api/v1/templates/",
+        {"name": "noted", "tenant": team["tenant"].slug, "source": COMMENTED + "# v2\n"},
+        content_type="application/json",
+        **auth,
+    )
+    assert saved.status_code == 201, saved.content
+    assert saved.json()["latest"]["source"].endswith("# v2\n")
+    both = client.post(
+        "/api/v1/templates/",
+        {"name": "noted", "tenant": team["tenant"].slug, "source": COMMENTED, "spec": {}},
+        content_type="application/json",
+        **auth,
+    )
+    assert both.status_code == 400
+    assert "either as `spec`" in both.json()["detail"]
+    # Saved as a mapping (no text), the editor shows the spec in reading order.
+    client.post(
+        "/api/v1/templates/",
+        {"name": "noted", "tenant": team["tenant"].slug, "spec": yaml.safe_load(COMMENTED)},
+        content_type="application/json",
+        **auth,
+    )
+    editor = client.get(f"/templates/{template.pk}/").content.decode()
+    assert "# pinned" not in editor
+    assert "image: python:3.12" in editor
