@@ -551,20 +551,24 @@ def reclaim_endpoints():
 
 def ensure_router_fallback():
     """Apply the router's fallback for endpoint hosts no route serves, and prune one left by
-    another routing driver or router namespace. Without it the router answers a closed
-    endpoint with its own bare 404; a failure here is logged and tried again on the next run."""
+    another routing driver or router namespace (even when the apply fails). Without it the
+    router answers a closed endpoint with its own bare 404; a failure here is logged and tried
+    again on the next run."""
     desired = endpoints.fallback_objects()
     cluster = get_cluster()
     try:
         cluster.apply(desired)
-        cluster.prune(
-            labels=portal_labels(component=FALLBACK_COMPONENT),
-            keep={ObjectRef.of(obj) for obj in desired},
-            kinds=ROUTE_KINDS,
-        )
     except K8sError:
         logger.exception(
             "Could not apply the router's fallback for closed endpoints in namespace %s; "
             "a closed endpoint shows the router's own 404 until it is applied",
             settings.ROUTER_NAMESPACE,
         )
+    try:
+        cluster.prune(
+            labels=portal_labels(component=FALLBACK_COMPONENT),
+            keep={ObjectRef.of(obj) for obj in desired},
+            kinds=ROUTE_KINDS,
+        )
+    except K8sError:
+        logger.exception("Could not prune the router's fallbacks left by another driver")
