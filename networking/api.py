@@ -85,7 +85,10 @@ class ReleaseAllocationSerializer(NoUnknownFields, serializers.Serializer):
 
 
 # How a refused deletion answers: in use (409), deleted meanwhile (404), cluster silent (503).
-DELETE_REFUSALS = {"gone": status.HTTP_404_NOT_FOUND, "unavailable": 503}
+DELETE_REFUSALS = {
+    "gone": status.HTTP_404_NOT_FOUND,
+    "unavailable": status.HTTP_503_SERVICE_UNAVAILABLE,
+}
 
 
 class PoolViewSet(

@@ -46,9 +46,10 @@ def _key_share(ids):
     if not ids:
         return set()
     table = connection.ops.quote_name(IPPool._meta.db_table)
+    key = connection.ops.quote_name(IPPool._meta.pk.column)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id FROM {table} WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE",  # noqa: S608
+            f"SELECT {key} FROM {table} WHERE {key} = ANY(%s) ORDER BY {key} FOR KEY SHARE",  # noqa: S608
             [sorted(ids)],
         )
         return {row[0] for row in cursor.fetchall()}

@@ -34,10 +34,13 @@ def snapshot(pool: IPPool) -> dict[str, Any]:
     return data
 
 
-def _locked(pool: IPPool) -> IPPool:
+def _locked(pool: IPPool, *, delete: bool = False) -> IPPool:
     """The pool's row, locked until the transaction ends; refused when it was deleted meanwhile
-    (a second click of Delete, or a change racing with one)."""
-    locked = IPPool.objects.select_for_update().filter(pk=pool.pk).first()
+    (a second click of Delete, or a change racing with one). Changes and reservations take
+    turns (FOR NO KEY UPDATE) without waiting for launches that hold the pool (FOR KEY SHARE,
+    see `attach`): two launches reserving on one pool would otherwise deadlock. Only a
+    deletion waits for those launches."""
+    locked = IPPool.objects.select_for_update(no_key=not delete).filter(pk=pool.pk).first()
     if locked is None:
         raise ValidationError(f"The pool {pool.name} was deleted meanwhile.", code="gone")
     return locked
@@ -163,7 +166,7 @@ def delete_pool(pool: IPPool, *, actor: Any) -> None:
             code="unavailable",
         ) from exc
     with transaction.atomic():
-        pool = _locked(pool)
+        pool = _locked(pool, delete=True)
         blockers = delete_blocked_by(pool, allocated)
         if blockers:
             shown = ", ".join(blockers[:SHOWN_BLOCKERS])
