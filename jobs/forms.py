@@ -105,7 +105,13 @@ class TemplateForm(forms.Form):
         try:
             return specs.from_yaml(self.cleaned_data["spec"])
         except ValidationError as exc:
-            raise forms.ValidationError(exc.message_dict["spec"]) from exc
+            raise forms.ValidationError(
+                [
+                    message if path == "spec" else f"{path}: {message}"
+                    for path, messages in exc.message_dict.items()
+                    for message in messages
+                ]
+            ) from exc
 
 
 class DataVolumeForm(forms.Form):

@@ -497,6 +497,8 @@ def save_template(
     """Create a template or add a version to it; the spec is validated first. Given as YAML
     text (`source`), the text is kept as written, comments and all, and the editor shows it."""
     if source:
+        if spec_data is not None:
+            raise ValueError("give the spec as spec_data or as source, not both")
         spec_data = specs.from_yaml(source)
     specs.parse(spec_data)
     unknown = set(overridable) - set(specs.OVERRIDABLE)

@@ -3,6 +3,7 @@ plus a launch's overrides into the frozen JobSpec the manifest builders take."""
 
 import difflib
 import json
+import math
 import re
 import shlex
 from collections.abc import Collection, Iterable
@@ -67,55 +68,84 @@ MAX_TTL_SECONDS = 30 * 24 * 3600
 
 
 # The most a spec may hold: no real spec comes near, and a hostile one (YAML aliases nest a few
-# hundred bytes into billions of values; deep nesting exhausts the stack) is refused before
-# anything walks it.
+# hundred bytes into billions of values; merge keys copy a mapping into each that merges it;
+# deep nesting exhausts the stack) is refused before anything walks or stores it.
 MAX_SPEC_VALUES, MAX_SPEC_DEPTH = 20_000, 32
 MAX_SOURCE_CHARS = 200_000  # a template's YAML text
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_TOO_MANY = (
+    f"The spec holds more than {MAX_SPEC_VALUES} values; no job needs that many (are YAML "
+    "aliases or merge keys repeating a list?)."
+)
+_TOO_DEEP = f"The spec nests deeper than {MAX_SPEC_DEPTH} levels; no field of a job needs that."
+_JSON_SCALARS = (str, bool, int, type(None))
+
+
+class _TooMany(yaml.YAMLError):
+    pass
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The safe loader (libyaml's parser where PyYAML has it), counting the pairs of the
+    mappings it builds: a merge key (`<<: *defaults`) copies the whole merged mapping, so a
+    short text could otherwise build billions of pairs before any check sees them."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.pairs = 0
+
+    def flatten_mapping(self, node: Any) -> None:
+        super().flatten_mapping(node)
+        self.pairs += len(node.value)
+        if self.pairs > MAX_SPEC_VALUES:
+            raise _TooMany
+
+
+def _not_json(value: Any) -> str:
+    """Why a value YAML read cannot be stored as the spec's JSON ("" when it can)."""
+    if isinstance(value, float):
+        return "" if math.isfinite(value) else "is not a finite number"
+    if isinstance(value, (*_JSON_SCALARS, dict, list)):
+        return ""
+    return f"was read as a {type(value).__name__}; put it in quotes to keep it as text"
 
 
 def check_shape(data: Any) -> None:
-    """Refuse a spec with more values or deeper nesting than any job needs. Walks without
+    """Refuse a spec with more values or deeper nesting than any job needs, keys that are not
+    text, or values JSON cannot hold (YAML reads dates, sets, binary and .nan). Walks without
     recursion and stops at the limit, so a spec that expands to billions of values (YAML
     aliases) is refused as fast as a small one."""
-    seen, stack = 0, [(data, 0)]
+    errors = Errors()
+    seen, stack = 0, [(data, 0, "")]
     while stack:
-        value, depth = stack.pop()
+        value, depth, path = stack.pop()
         seen += 1
         if seen > MAX_SPEC_VALUES:
-            raise ValidationError(
-                {
-                    "spec": [
-                        f"The spec holds more than {MAX_SPEC_VALUES} values; no job needs "
-                        "that many (are YAML aliases repeating a list?)."
-                    ]
-                }
-            )
+            raise ValidationError({"spec": [_TOO_MANY]})
         if depth > MAX_SPEC_DEPTH:
-            raise ValidationError(
-                {
-                    "spec": [
-                        f"The spec nests deeper than {MAX_SPEC_DEPTH} levels; no field of a "
-                        "job needs that."
-                    ]
-                }
-            )
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
+            raise ValidationError({"spec": [_TOO_DEEP]})
+        if why := _not_json(value):
+            errors.add(path or "spec", f"This value {why}.")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    errors.add(path or "spec", f"The key {key!r} must be text (put it in quotes).")
+                    continue
+                stack.append((item, depth + 1, f"{path}.{key}".lstrip(".")))
         elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
+            stack.extend((v, depth + 1, f"{path}[{i}]") for i, v in enumerate(value))
+    errors.raise_if_any()
 
 
 def from_yaml(text: str) -> dict[str, Any]:
     """A spec mapping from YAML text, or a ValidationError on `spec` saying what is wrong."""
     try:
-        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506  (a safe loader)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506  (a safe loader)
+    except _TooMany as exc:
+        raise ValidationError({"spec": [_TOO_MANY]}) from exc
     except yaml.YAMLError as exc:
         raise ValidationError({"spec": [f"This is not valid YAML: {exc}"]}) from exc
     except RecursionError as exc:
-        raise ValidationError(
-            {"spec": [f"The spec nests deeper than {MAX_SPEC_DEPTH} levels."]}
-        ) from exc
+        raise ValidationError({"spec": [_TOO_DEEP]}) from exc
     if not isinstance(data, dict):
         raise ValidationError({"spec": ["The spec must be a YAML mapping."]})
     check_shape(data)
@@ -128,7 +158,13 @@ def _unstorable(value: Any, path: str) -> list[str]:
         bad = "\x00" in value or any(0xD800 <= ord(c) <= 0xDFFF for c in value)
         return [path] if bad else []
     if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _unstorable(v, f"{path}.{k}".lstrip("."))]
+        found = []
+        for key, item in value.items():
+            here = f"{path}.{key}".lstrip(".")
+            if _unstorable(key, here):  # a key holding them: named by where it sits
+                found.append(path or "spec")
+            found += _unstorable(item, here)
+        return found
     if isinstance(value, list):
         return [p for i, v in enumerate(value) for p in _unstorable(v, f"{path}[{i}]")]
     return []

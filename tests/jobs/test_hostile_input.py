@@ -183,10 +183,21 @@ def alias_bomb(levels=9):
     return "\n".join(lines) + f"\nimage: pytorch\ncommand: *a{levels - 1}\n"
 
 
+def merge_bomb(keys=3000, merges=9000):
+    """YAML whose merge keys copy one mapping into thousands: tens of millions of pairs."""
+    mapping = ", ".join(f"k{i}: 0" for i in range(keys))
+    return f"image: x\ndefaults: &d {{{mapping}}}\nmany: [{', '.join(['{<<: *d}'] * merges)}]\n"
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [
         (alias_bomb(), "The spec holds more than 20000 values"),
+        (merge_bomb(), "The spec holds more than 20000 values"),
+        ("image: x\nenv: {A: 2024-01-01}", "env.A: This value was read as a date; put it in"),
+        ("image: x\nenv: {A: .nan}", "env.A: This value is not a finite number."),
+        ("image: x\nenv: {1: one}", "env: The key 1 must be text (put it in quotes)."),
+        ("image: x\ncommand: !!binary aGk=", "command: This value was read as a bytes"),
         ("image: x\nenv: " + "{a: " * 900 + "b" + "}" * 900, "The spec nests deeper than 32"),
         ("image: x\ncommand: " + "[" * 50_000 + "]" * 50_000, "This is not valid YAML"),
         ("image: x\nenv:\n" + "".join(f"{' ' * i}k:\n" for i in range(1, 600)), "deeper"),
@@ -211,6 +222,12 @@ def test_a_template_that_would_expand_or_nest_without_end_is_refused_at_once(
 
 def test_json_nested_past_the_recursion_limit_is_a_400_not_a_crash(team, client):
     client.force_login(team["bob"])
+    nul_key = client.post(
+        f"/api/v1/tenants/{team['tenant'].slug}/jobs/",
+        {"name": "x", "spec": {"image": "x", "volumes": {"a\u0000": 1}}},
+        content_type="application/json",
+    )
+    assert nul_key.status_code == 400, nul_key.content[:300]
     for body in (
         '{"name": "x", "spec": ' + "[" * 100_000 + "]" * 100_000 + "}",
         '{"name": "x", "spec": {"image": "x", "env": ' + '{"a": ' * 500 + "1" + "}" * 501 + "}",
