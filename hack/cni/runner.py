@@ -215,19 +215,19 @@ class Runner:
                 if not self.running:
                     return True
             time.sleep(0.1)
-        killed = 0
+        killed: set[int] = set()
         for _ in range(50):  # a handler may be between two calls: kill until none is left
             with self.lock:
                 stuck = list(self.plugins)
             for proc in stuck:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
-            killed += len(stuck)
+                killed.add(proc.pid)
             with self.lock:
                 if not self.running:
                     break
             time.sleep(0.1)
-        log.warning("stopped with pods still being handled: killed %d plugin call(s)", killed)
+        log.warning("stopped with pods still being handled: killed %d plugin call(s)", len(killed))
         return False
 
     def attachments(self, pod: dict) -> list[Attachment]:
