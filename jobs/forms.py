@@ -92,7 +92,9 @@ class TemplateForm(forms.Form):
     spec = forms.CharField(
         max_length=specs.MAX_SOURCE_CHARS,
         strip=False,  # kept as written
-        widget=forms.Textarea(attrs={"rows": 24, "spellcheck": "false"}),
+        widget=forms.Textarea(
+            attrs={"rows": 24, "spellcheck": "false", "class": "code", "wrap": "off"}
+        ),
         help_text="YAML: image, command, tasks, expose, volumes, ...",
     )
     overridable = forms.MultipleChoiceField(
