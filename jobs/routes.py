@@ -3,12 +3,11 @@ origin of its own. Hosts are derived once and stored: forward-auth learns which 
 request is for from the route's auth address, not from the request. A host is read back only to
 tell a browser why an address is closed."""
 
-import re
 from urllib.parse import urlsplit
 
 from django.conf import settings
 
-DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+from core.validators import DNS1123_LABEL
 
 
 def endpoint_host(host_label: str) -> str:
@@ -38,6 +37,7 @@ def label_of_host(host: str) -> str:
     host = host.strip().lower().rstrip(".")
     host = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
     label, _, domain = host.partition(".")
-    if domain != settings.ENDPOINT_WILDCARD_DOMAIN.lower() or not DNS_LABEL.fullmatch(label):
+    valid = len(label) <= 63 and DNS1123_LABEL.fullmatch(label)
+    if domain != settings.ENDPOINT_WILDCARD_DOMAIN.lower() or not valid:
         return ""
     return label

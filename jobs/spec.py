@@ -78,6 +78,9 @@ _TOO_MANY = (
 )
 _TOO_DEEP = f"The spec nests deeper than {MAX_SPEC_DEPTH} levels; no field of a job needs that."
 _JSON_SCALARS = (str, bool, int, type(None))
+_BAD_TEXT = (
+    "This text holds characters that cannot be stored (NUL or a broken surrogate); remove them."
+)
 
 
 class _TooMany(yaml.YAMLError):
@@ -109,11 +112,16 @@ def _not_json(value: Any) -> str:
     return f"was read as a {type(value).__name__}; put it in quotes to keep it as text"
 
 
+def _unstorable(text: str) -> bool:
+    """Text PostgreSQL and the API server cannot hold: NUL and lone surrogates."""
+    return "\x00" in text or any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+
+
 def check_shape(data: Any) -> None:
     """Refuse a spec with more values or deeper nesting than any job needs, keys that are not
-    text, or values JSON cannot hold (YAML reads dates, sets, binary and .nan). Walks without
-    recursion and stops at the limit, so a spec that expands to billions of values (YAML
-    aliases) is refused as fast as a small one."""
+    text, values JSON cannot hold (YAML reads dates, sets, binary and .nan), or text that
+    cannot be stored. Walks without recursion and stops at the limit, so a spec that expands
+    to billions of values (YAML aliases) is refused as fast as a small one."""
     errors = Errors()
     seen, stack = 0, [(data, 0, "")]
     while stack:
@@ -125,11 +133,15 @@ def check_shape(data: Any) -> None:
             raise ValidationError({"spec": [_TOO_DEEP]})
         if why := _not_json(value):
             errors.add(path or "spec", f"This value {why}.")
+        elif isinstance(value, str) and _unstorable(value):
+            errors.add(path, _BAD_TEXT, "bad_text")
         elif isinstance(value, dict):
             for key, item in value.items():
                 if not isinstance(key, str):
                     errors.add(path or "spec", f"The key {key!r} must be text (put it in quotes).")
                     continue
+                if _unstorable(key):  # a key holding them: named by where it sits
+                    errors.add(path or "spec", _BAD_TEXT, "bad_text")
                 stack.append((item, depth + 1, f"{path}.{key}".lstrip(".")))
         elif isinstance(value, list):
             stack.extend((v, depth + 1, f"{path}[{i}]") for i, v in enumerate(value))
@@ -150,24 +162,6 @@ def from_yaml(text: str) -> dict[str, Any]:
         raise ValidationError({"spec": ["The spec must be a YAML mapping."]})
     check_shape(data)
     return data
-
-
-def _unstorable(value: Any, path: str) -> list[str]:
-    """Paths of text PostgreSQL and the API server cannot hold: NUL and lone surrogates."""
-    if isinstance(value, str):
-        bad = "\x00" in value or any(0xD800 <= ord(c) <= 0xDFFF for c in value)
-        return [path] if bad else []
-    if isinstance(value, dict):
-        found = []
-        for key, item in value.items():
-            here = f"{path}.{key}".lstrip(".")
-            if _unstorable(key, here):  # a key holding them: named by where it sits
-                found.append(path or "spec")
-            found += _unstorable(item, here)
-        return found
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _unstorable(v, f"{path}[{i}]")]
-    return []
 
 
 def validate_job_name(name: str) -> None:
@@ -474,15 +468,6 @@ def parse(
         raise ValidationError({"spec": ["The spec must be a mapping of fields."]})
     check_shape(data)
     errors = Errors()
-    for path in _unstorable(data, ""):
-        errors.add(
-            path,
-            "This text holds characters that cannot be stored (NUL or a broken "
-            "surrogate); remove them.",
-            "bad_text",
-        )
-    if errors.errors:
-        errors.raise_if_any()
     _unknown_keys(errors, "", data, SPEC_KEYS)
     try:
         validate_image(data.get("image"))

@@ -51,27 +51,38 @@ def cluster_lists():
         yield calls
 
 
+def in_threads(*calls):
+    """Each call in a thread of its own, on its own database connection (the test needs
+    `transactional_db`); (their results in no particular order, the errors they raised)."""
+    results, errors = [], []
+
+    def one(call):
+        try:
+            results.append(call())
+        except Exception as exc:  # noqa: BLE001  (reported by the caller, with the others)
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=one, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return results, errors
+
+
 def at_once(count, call):
     """`call()` from `count` threads released together, each on its own database connection
     (the test needs `transactional_db`); their results in no particular order. What two
     browsers or scripts do when they send the same request in the same instant."""
     gate = threading.Barrier(count)
-    results, errors = [], []
 
-    def one():
-        try:
-            gate.wait(timeout=30)
-            results.append(call())
-        except Exception as exc:  # noqa: BLE001  (reported below, with the others)
-            errors.append(exc)
-        finally:
-            connection.close()
+    def gated():
+        gate.wait(timeout=30)
+        return call()
 
-    threads = [threading.Thread(target=one) for _ in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    results, errors = in_threads(*[gated] * count)
     assert not errors, errors
     return results
 

@@ -6,10 +6,11 @@ import threading
 import uuid
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from networking import attach, services
 from tenants.models import Tenant
+from tests.helpers import in_threads
 from tests.tenants.conftest import make_user
 
 
@@ -34,26 +35,6 @@ def shared(transactional_db):
     return pool, tenants, admin
 
 
-def in_threads(*work):
-    """Run each function in a thread of its own; the errors they raised."""
-    errors = []
-
-    def run(function):
-        try:
-            function()
-        except Exception as exc:  # reported by the test, with the others
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(f,)) for f in work]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return errors
-
-
 def test_two_launches_reserving_on_one_pool_at_once_never_deadlock(shared):
     """Both hold the pool (as each launch does once it checked its networks) before either
     reserves: with reservations taking the row exclusively, PostgreSQL aborted one launch."""
@@ -69,7 +50,7 @@ def test_two_launches_reserving_on_one_pool_at_once_never_deadlock(shared):
 
         return work
 
-    assert in_threads(*(launch(t) for t in tenants)) == []
+    assert in_threads(*(launch(t) for t in tenants))[1] == []
     assert sorted(r.ip for r in pool.reservations.all()) == ["10.66.0.10", "10.66.0.11"]
 
 
@@ -89,7 +70,7 @@ def test_a_deletion_waits_for_a_launch_holding_the_pool_and_then_sees_its_job(sh
         asked.set()  # the launch commits its reservation while the deletion waits for it
         services.delete_pool(pool, actor=admin)
 
-    errors = in_threads(launch, delete)
+    _, errors = in_threads(launch, delete)
     assert [type(e).__name__ for e in errors] == ["ValidationError"]
     assert "10.66.0.10 reserved for" in errors[0].messages[0]
     assert type(pool).objects.filter(pk=pool.pk).exists()
