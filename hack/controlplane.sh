@@ -144,6 +144,19 @@ KC
 
 running() { [[ -f $STATE/$1.pid ]] && kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null; }
 
+# start and stop take turns: a start while a stop runs (`make run` right after `make stop`, or
+# beside it) would find the API server going away and fail, and a stop's cleanup would remove
+# the files of what that start began.
+take_turn() {
+  mkdir -p "$STATE"
+  command -v flock >/dev/null || return 0  # no flock (macOS): no turns
+  exec 9>"$STATE/.turn"  # the processes started after this must not hold it: each closes it
+  if ! flock -n 9; then
+    log "waiting for another start or stop of this control plane to finish"
+    flock -w 300 9 || { log "another start or stop still runs after 300s"; return 1; }
+  fi
+}
+
 start_etcd() {
   running etcd && return
   mkdir -p "$STATE/etcd"
@@ -152,7 +165,7 @@ start_etcd() {
     --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 10))" \
     --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 10))" \
     --initial-cluster "portal=http://127.0.0.1:$((ETCD_PORT + 10))" \
-    --log-level warn >"$STATE/etcd.log" 2>&1 &
+    --log-level warn >"$STATE/etcd.log" 2>&1 9>&- &
   echo $! >"$STATE/etcd.pid"
 }
 
@@ -166,7 +179,7 @@ start_apiserver() {
     --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$c/sa.pub" \
     --service-account-signing-key-file "$c/sa.key" --enable-priority-and-fairness=false \
     --endpoint-reconciler-type none \
-    --v 0 >"$STATE/kube-apiserver.log" 2>&1 &
+    --v 0 >"$STATE/kube-apiserver.log" 2>&1 9>&- &
   echo $! >"$STATE/kube-apiserver.pid"
 }
 
@@ -184,7 +197,7 @@ start_controller_manager() {
     --service-account-private-key-file "$STATE/certs/sa.key" --use-service-account-credentials=false \
     --concurrent-gc-syncs 5 --resource-quota-sync-period 10s \
     --kube-api-qps 200 --kube-api-burst 400 \
-    >"$STATE/kube-controller-manager.log" 2>&1 &
+    >"$STATE/kube-controller-manager.log" 2>&1 9>&- &
   echo $! >"$STATE/kube-controller-manager.pid"
 }
 
@@ -214,12 +227,20 @@ cmd_start() {
     return
   fi
   cmd_build
+  take_turn
   local t1; t1=$(now)
-  mkdir -p "$STATE"
   write_certs
   start_etcd
   start_apiserver
-  wait_ready 90
+  if ! wait_ready 90; then
+    running kube-apiserver && return 1
+    # One stopped by other means (a kill, a stop without turns) while this start found it
+    # still running: start it again, once.
+    log "the API server went away; starting it again"
+    start_etcd
+    start_apiserver
+    wait_ready 90
+  fi
   log "API server ready after $(($(now) - t1))s"
   write_kubeconfig
   start_controller_manager
@@ -231,13 +252,13 @@ cmd_start() {
   # scheduled and their pods run.
   local router=""
   if [[ -z ${LATE_BUILDS:-} ]] || bash "$ROOT/hack/router.sh" built; then
-    KUBECONFIG=$LOCAL_KUBECONFIG ROUTER_STATE=$STATE CRDS_INSTALLED=1 bash "$ROOT/hack/router.sh" start &
+    KUBECONFIG=$LOCAL_KUBECONFIG ROUTER_STATE=$STATE CRDS_INSTALLED=1 bash "$ROOT/hack/router.sh" start 9>&- &
     router=$!
   else
     log "the router is not built yet: the tests that need it start it once it is"
   fi
   local t2; t2=$(now)
-  KUBECONFIG=$LOCAL_KUBECONFIG GPU_PORTAL_STATE=$STATE CRDS_INSTALLED=1 bash "$ROOT/hack/volcano.sh" start
+  KUBECONFIG=$LOCAL_KUBECONFIG GPU_PORTAL_STATE=$STATE CRDS_INSTALLED=1 bash "$ROOT/hack/volcano.sh" start 9>&-
   seed_nodes
   log "Volcano and simulated GPU nodes ready in $(($(now) - t2))s"
   [[ -z $router ]] || wait "$router" || { log "the router did not start (see above)"; return 1; }
@@ -258,6 +279,7 @@ seed_nodes() {  # two GPU products; the H100s under a two-tier HyperNode tree
 }
 
 cmd_stop() {
+  take_turn
   if [[ -f $LOCAL_KUBECONFIG ]]; then
     KUBECONFIG=$LOCAL_KUBECONFIG GPU_PORTAL_STATE=$STATE bash "$ROOT/hack/volcano.sh" stop
   fi
