@@ -80,6 +80,36 @@ def build_static_nad(spec: PoolSpec, namespace: str, tenant: str) -> dict[str, A
     return _nad(spec.static_nad_name, namespace, tenant, spec.name, config)
 
 
+# Whereabouts' network name of every portal pool: "gpu-portal-<pool>".
+NETWORK_PREFIX = "gpu-portal-"
+
+
+def network_name(pool: str) -> str:
+    """The pool's Whereabouts network name, shared by every tenant on the pool, so all tenants
+    draw from one IPPool object and never get the same address."""
+    return f"{NETWORK_PREFIX}{pool}"
+
+
+@dataclass(frozen=True)
+class WhereaboutsPool:
+    """Whereabouts' IPPool object of a range, as its prune reads it."""
+
+    name: str
+    version: str  # its resourceVersion: deleted only if unchanged since read
+    allocated: int  # how many addresses it holds
+    portal: bool  # of a portal pool's network (its name has the portal's network prefix)
+
+
+def read_whereabouts_pool(ippool: dict[str, Any]) -> WhereaboutsPool:
+    meta = ippool["metadata"]
+    return WhereaboutsPool(
+        name=meta["name"],
+        version=meta.get("resourceVersion", ""),
+        allocated=len((ippool.get("spec") or {}).get("allocations") or {}),
+        portal=meta["name"].startswith(NETWORK_PREFIX),
+    )
+
+
 def whereabouts_pool_name(network_name: str, cidr: str) -> str:
     """The name Whereabouts gives the IPPool object of a range: the range normalized (':' and
     '/' become '-'), prefixed by the network name."""

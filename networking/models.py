@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from core.models import Reconciled
 from core.validators import validate_dns1123_label
+from k8s_adapters.multus import network_name, whereabouts_pool_name
 from k8s_adapters.names import pool_nad, pool_static_nad
 from tenants.models import Tenant
 
@@ -131,9 +132,12 @@ class IPPool(Reconciled):
 
     @property
     def network_name(self):
-        """Whereabouts' network name, shared by every tenant on this pool, so all tenants draw
-        from one IPPool object and never get the same address."""
-        return f"gpu-portal-{self.name}"
+        return network_name(self.name)
+
+    @property
+    def whereabouts_name(self):
+        """The name of Whereabouts' IPPool object for this pool's range."""
+        return whereabouts_pool_name(self.network_name, str(self.network))
 
     @property
     def nad_name(self):

@@ -1,6 +1,8 @@
 """Reconcile IP pools into NetworkAttachmentDefinitions in each allowed tenant's namespace, and
 read Whereabouts' allocations back."""
 
+import contextlib
+
 from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
@@ -20,8 +22,8 @@ from k8s_adapters.multus import (
     build_static_nad,
     network_pool,
     pod_ref,
+    read_whereabouts_pool,
     release_operations,
-    whereabouts_pool_name,
     whereabouts_reservation_name,
 )
 
@@ -112,7 +114,7 @@ def remove_allocation(pool, address, podref=None):
     address's cluster-wide OverlappingRangeIPReservation goes first, and only while it still
     names the same pod: without that, Whereabouts skips the address for good."""
     cluster = get_cluster()
-    name = whereabouts_pool_name(pool.network_name, str(pool.network))
+    name = pool.whereabouts_name
     namespace = settings.WHEREABOUTS_NAMESPACE
     for _ in range(RELEASE_ATTEMPTS):
         ippool = cluster.get(WHEREABOUTS_API, "IPPool", name, namespace)
@@ -152,15 +154,39 @@ def resync_pools():
 
 @shared_task(name="networking.prune_networks", ignore_result=True, **RETRY)
 def prune_networks():
-    """Remove the networks (NAD pairs, in every namespace) of pools that no longer exist: sent
-    when a pool is deleted, and part of every resync, so a run that never came still
-    converges. Whereabouts' own IPPool object of the range is left: it holds no allocation
-    (a pool is deleted only once none is left), and a pool made again on that range reuses it."""
+    """Remove what pools that no longer exist left in the cluster: their networks (NAD pairs, in
+    every namespace) and Whereabouts' IPPool object of their range once it holds no address.
+    Sent when a pool is deleted, and part of every resync, so a run that never came still
+    converges."""
     cluster = get_cluster()
     networks = cluster.list(NAD_API, "NetworkAttachmentDefinition", labels=_labels(None))
-    # Read after the list: a pool made meanwhile has no network in it yet to lose.
-    existing = set(IPPool.objects.values_list("name", flat=True))
+    ranges = _whereabouts_pools(cluster)
+    # Read after the lists: a pool made meanwhile has no network in them yet to lose.
+    pools = list(IPPool.objects.all())
+    existing = {pool.name for pool in pools}
     for nad in networks:
         if network_pool(nad) not in existing:
             ref = ObjectRef.of(nad)
             cluster.delete(NAD_API, "NetworkAttachmentDefinition", ref.name, ref.namespace)
+    kept = {pool.whereabouts_name for pool in pools}
+    for found in ranges:
+        if found.portal and not found.allocated and found.name not in kept:
+            _delete_empty_range(cluster, found)
+
+
+def _whereabouts_pools(cluster):
+    """Whereabouts' IPPool objects, none where Whereabouts is not installed."""
+    if not cluster.serves(WHEREABOUTS_API, "IPPool"):
+        return []
+    listed = cluster.list(WHEREABOUTS_API, "IPPool", namespace=settings.WHEREABOUTS_NAMESPACE)
+    return [read_whereabouts_pool(ippool) for ippool in listed]
+
+
+def _delete_empty_range(cluster, found):
+    """Only as read, empty: a pod given an address meanwhile (a pool made again on the range)
+    changed it, and it stays (the next resync reads it again). Whereabouts makes the object
+    again for the next allocation."""
+    with contextlib.suppress(ConflictK8sError):
+        cluster.delete_version(
+            WHEREABOUTS_API, "IPPool", found.name, settings.WHEREABOUTS_NAMESPACE, found.version
+        )

@@ -4,14 +4,14 @@ from django.conf import settings
 
 from core.cluster import get_cluster
 from k8s_adapters.errors import K8sError
-from k8s_adapters.multus import WHEREABOUTS_API, allocations, whereabouts_pool_name
+from k8s_adapters.multus import WHEREABOUTS_API, allocations
 
 from . import ipmath
 
 
 def live_allocations(pool):
     """[{address, podref, ifname}] as the pool's IPPool holds them now."""
-    name = whereabouts_pool_name(pool.network_name, str(pool.network))
+    name = pool.whereabouts_name
     ippool = get_cluster().get(WHEREABOUTS_API, "IPPool", name, settings.WHEREABOUTS_NAMESPACE)
     return allocations(ippool) if ippool else []
 

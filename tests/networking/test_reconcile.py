@@ -281,3 +281,69 @@ def test_a_pool_is_not_deleted_on_allocations_the_cluster_could_not_confirm(
         services.delete_pool(pool, actor=admin)
     assert "Cannot read Whereabouts' allocations of the pool" in caught.value.messages[0]
     assert type(pool).objects.filter(pk=pool.pk).exists()
+
+
+def test_whereabouts_empty_range_of_a_deleted_pool_goes_and_every_other_range_stays(
+    cluster, team, pool
+):
+    """Whereabouts keeps a range's IPPool object after its last address is released; once the
+    portal pool of that range is gone, the resync removes it, empty. Whereabouts' objects of
+    other networks, a gone pool's range that still holds an address, and a live pool's range
+    stay."""
+    from networking.tasks import resync_pools
+
+    tag = team["tenant"].slug[-6:]
+
+    def whereabouts(name, cidr, allocations=None):
+        cluster.apply_one(
+            {  # what Whereabouts itself would have written
+                "apiVersion": WHEREABOUTS_API,
+                "kind": "IPPool",
+                "metadata": {"name": name, "namespace": "kube-system"},
+                "spec": {"range": cidr, "allocations": allocations or {}},
+            }
+        )
+        return name
+
+    held = {"5": {"id": "c1", "podref": f"{team['tenant'].namespace}/left", "ifname": "net1"}}
+    gone = whereabouts(f"gpu-portal-gone-{tag}-10.78.0.0-24", "10.78.0.0/24")
+    busy = whereabouts(f"gpu-portal-busy-{tag}-10.79.0.0-24", "10.79.0.0/24", held)
+    other = whereabouts(f"other-net-{tag}-10.80.0.0-24", "10.80.0.0/24")
+    live = whereabouts(pool.whereabouts_name, "10.77.0.0/24")
+    try:
+        resync_pools()
+        left = {
+            n
+            for n in (gone, busy, other, live)
+            if cluster.get(WHEREABOUTS_API, "IPPool", n, "kube-system")
+        }
+        assert left == {busy, other, live}
+    finally:
+        for name in (gone, busy, other):
+            cluster.delete(WHEREABOUTS_API, "IPPool", name, "kube-system")
+
+
+def test_an_empty_range_given_an_address_after_it_was_read_is_not_deleted(cluster, team):
+    """A pool made again on the range, whose first pod Whereabouts gave an address between the
+    prune's read and its delete: the object changed, and stays with that allocation."""
+    from k8s_adapters.multus import read_whereabouts_pool
+    from networking.tasks import _delete_empty_range
+
+    name = f"gpu-portal-again-{team['tenant'].slug[-6:]}-10.81.0.0-24"
+    ippool = {
+        "apiVersion": WHEREABOUTS_API,
+        "kind": "IPPool",
+        "metadata": {"name": name, "namespace": "kube-system"},
+        "spec": {"range": "10.81.0.0/24", "allocations": {}},
+    }
+    read = read_whereabouts_pool(cluster.apply_one(ippool))
+    assert (read.portal, read.allocated) == (True, 0)
+    ippool["spec"]["allocations"] = {"1": {"id": "c1", "podref": "ns/first", "ifname": "net1"}}
+    cluster.apply_one(ippool)
+    try:
+        _delete_empty_range(cluster, read)
+        kept = cluster.get(WHEREABOUTS_API, "IPPool", name, "kube-system")
+        assert kept is not None
+        assert "1" in kept["spec"]["allocations"]
+    finally:
+        cluster.delete(WHEREABOUTS_API, "IPPool", name, "kube-system")

@@ -70,7 +70,8 @@ def pool_on(team, admin, cluster, django_capture_on_commit_callbacks):
         cluster.delete(VCJOB_API, "Job", vcjob["metadata"]["name"], namespace)
     cluster.force_delete_pods(namespace)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and any(observed(pool) for pool in made):
+    kept = [pool for pool in made if IPPool.objects.filter(pk=pool.pk).exists()]
+    while time.monotonic() < deadline and any(observed(pool) for pool in kept):
         time.sleep(0.5)
     for pool in made:
         cluster.delete(WHEREABOUTS_API, "IPPool", whereabouts_name(pool), "kube-system")
@@ -374,6 +375,24 @@ def test_deleting_the_pods_returns_their_addresses(cni_runner, cluster, team, po
     assert len(observed(pool)) == 3
     cluster.delete(VCJOB_API, "Job", job.name, job.tenant.namespace)  # its pods go, DEL'd
     wait_for(lambda: not observed(pool), timeout=60, message="Whereabouts to free the addresses")
+
+
+def test_a_deleted_pool_leaves_nothing_of_whereabouts_once_its_pods_are_gone(
+    cni_runner, cluster, team, admin, pool_on, launch_on, django_capture_on_commit_callbacks
+):
+    """The IPPool object the real Whereabouts made for the pool's range, empty once its pods
+    went, goes with the pool."""
+    pool = pool_on("10.101.0.0/29", "10.101.0.1", "10.101.0.6")
+    job = launch_on([{"pool": pool.name}], replicas=2)
+    start_pods(cluster, job)
+    settled(job, 2)
+    assert cluster.get(WHEREABOUTS_API, "IPPool", whereabouts_name(pool), "kube-system")
+    with django_capture_on_commit_callbacks(execute=True):
+        job_services.delete_job(job, actor=team["bob"])
+    wait_for(lambda: not observed(pool), timeout=60, message="Whereabouts to free the addresses")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.delete_pool(IPPool.objects.get(pk=pool.pk), actor=admin)
+    assert cluster.get(WHEREABOUTS_API, "IPPool", whereabouts_name(pool), "kube-system") is None
 
 
 def test_the_network_status_annotation_is_what_multus_writes(
