@@ -93,9 +93,16 @@ def admit_locked(tenant, *, arriving=None):
     admitted_pks = [job.pk for job in admitted if job is not arriving]
     ahead_pks = [job.pk for job in ahead if job is not arriving]
     if admitted_pks:
-        Job.objects.filter(pk__in=admitted_pks).update(state=JobState.SUBMITTING, submitted_at=now)
+        # Only those still waiting: one cancelled or deleted since it was read (its row is not
+        # locked here) stays so. Marked with this admission's time, which tells them apart.
+        Job.objects.filter(_WAITING, pk__in=admitted_pks).update(
+            state=JobState.SUBMITTING, submitted_at=now
+        )
+        marked = Job.objects.filter(pk__in=admitted_pks, submitted_at=now)
+        kept = set(marked.values_list("pk", flat=True))
+        admitted_pks = [pk for pk in admitted_pks if pk in kept]  # in queue order
     if ahead_pks:
-        Job.objects.filter(pk__in=ahead_pks).update(volumes_ahead_at=now)
+        Job.objects.filter(_WAITING, pk__in=ahead_pks).update(volumes_ahead_at=now)
     enqueue_all("jobs.reconcile_job", admitted_pks + ahead_pks)
     return admitted_pks
 

@@ -416,6 +416,46 @@ def test_a_queue_longer_than_a_page_is_admitted_in_order(monkeypatch):
 
 
 @pytest.mark.django_db
+def test_a_job_cancelled_while_admission_reads_the_queue_stays_cancelled(monkeypatch):
+    """Admission reads the queue without locking its rows: a cancel that commits between that
+    read and admission's write keeps the job cancelled, never sends it to the cluster, and
+    admission says it admitted only the others."""
+    tenant = Tenant.objects.create(
+        slug="cancel-race", display_name="C", gpu_quota=4, max_running_jobs=10
+    )
+    owner = get_user_model().objects.create(username="racer")
+    start = timezone.now()
+    jobs = [
+        Job.objects.create(
+            tenant=tenant,
+            owner=owner,
+            name=f"r{i}",
+            spec={},
+            gpus=1,
+            storage_gib=1,
+            state=JobState.QUEUED,
+            queued_at=start + timedelta(seconds=i),
+        )
+        for i in range(3)
+    ]
+    read = admission._queue
+
+    def read_then_cancel(tenant):
+        found = list(read(tenant))
+        # the commit of a cancel_job, in between (the service's own row lock is not held here)
+        Job.objects.filter(pk=jobs[1].pk).update(
+            state=JobState.CANCELLED, cancel_requested=True, finished_at=timezone.now()
+        )
+        return iter(found)
+
+    monkeypatch.setattr(admission, "_queue", read_then_cancel)
+    admitted = admission.admit(tenant.pk)
+    assert admitted == [jobs[0].pk, jobs[2].pk]
+    assert states(*jobs) == ["admitted", "cancelled", "admitted"]
+    assert Job.objects.get(pk=jobs[1].pk).submitted_at is None
+
+
+@pytest.mark.django_db
 def test_data_volumes_take_storage_quota_that_jobs_then_wait_for():
     # The tenant's data volumes count with the workspaces, as the ResourceQuota counts them:
     # a workspace that would not fit beside them waits, and goes once a volume is deleted.
