@@ -60,12 +60,18 @@ LONG_WAIT, LONG_WAIT_EVERY = timedelta(minutes=1), 3
 _queues = {"at": 0.0, "parents": set(), "open": {}}
 QUEUE_OPEN_FOR = 5  # seconds
 logger = logging.getLogger(__name__)
-STORAGE_LIMIT = re.compile(r"exceeded quota: .*limited: requests\.storage=([0-9.]+[A-Za-z]*)")
+STORAGE_LIMIT = re.compile(r"exceeded quota: .*limited: .*requests\.storage=([0-9.]+[A-Za-z]*)")
+CLAIMS_LIMIT = re.compile(r"exceeded quota: .*limited: .*persistentvolumeclaims=([0-9]+)")
 
 
 def _failed(job, error):
     """A permanent refusal puts the job in error, in plain words where the API server refused
-    (its raw message stays in the sync message); the resync tries again."""
+    (its raw message stays in the sync message); the resync tries again. Not a job Volcano
+    has (its state is Volcano's to say, and an error would hide its end), nor one in the
+    portal's queue (its volumes made ahead are made again on submission): their page shows
+    the refusal as the last update's."""
+    if job.phase or job.state == JobState.QUEUED:
+        return
     _set(
         job,
         state=JobState.ERROR,
@@ -97,6 +103,8 @@ def reconcile_job(job):
         if job.volumes_ahead_at and not job.submitted_at:  # cancelled while it waited
             _remove_volumes_ahead(job)
         _ensure_endpoints(get_cluster(), job, active=False)
+    elif job.cancel_requested and not job.phase and _cancel_unsubmitted(job):
+        return
     else:
         status = _ensure(job)
         if status is not None:
@@ -105,12 +113,43 @@ def reconcile_job(job):
             _ensure_endpoints(get_cluster(), job, active=False)
 
 
+def _cancel_unsubmitted(job):
+    """Cancel a job Volcano never had: still waiting for its claim to bind, or in error before
+    its submission (its queue closed, say). What it has in the cluster goes, and it ends
+    cancelled now; waiting for the claim first could wait forever. One whose Volcano job
+    exists after all (a run created it and stopped before recording it) is aborted by Volcano
+    as usual: False."""
+    cluster = get_cluster()
+    if cluster.get(VCJOB_API, "Job", job.name, job.tenant.namespace) is not None:
+        return False
+    cluster.prune(
+        labels=portal_labels(tenant=job.tenant.slug, job=job.name),
+        keep=set(),
+        kinds=JOB_KINDS,
+        namespace=job.tenant.namespace,
+    )
+    _ensure_endpoints(cluster, job, active=False)
+    _set(
+        job,
+        state=JobState.CANCELLED,
+        message="Cancelled before it reached Volcano.",
+        workspace_gone_at=timezone.now(),  # removed just now, by the portal
+    )
+    return True
+
+
 def _quota_lags(error, tenant):
-    """The ResourceQuota refused storage the portal counted as free, with the tenant's own
-    limit: it still counts a claim being deleted, and lets the claim in once that is gone. A
-    limit below the tenant's (the quota shrunk by hand) is a refusal, not a wait."""
-    limit = STORAGE_LIMIT.search(error.message) if error.status == 403 else None
-    return bool(limit) and to_decimal(limit.group(1)) >= tenant.storage_quota_gib * 2**30
+    """The ResourceQuota refused storage or a claim the portal counted as free, with the
+    tenant's own limit: it still counts a claim being deleted, and lets the claim in once that
+    is gone. A limit below the tenant's (the quota shrunk by hand) is a refusal, not a wait."""
+    if error.status != 403:
+        return False
+    storage = STORAGE_LIMIT.search(error.message)
+    claims = CLAIMS_LIMIT.search(error.message)
+    if not storage and not claims:
+        return False
+    storage_lags = not storage or to_decimal(storage.group(1)) >= tenant.storage_quota_gib * 2**30
+    return storage_lags and (not claims or int(claims.group(1)) >= tenant.pvc_quota)
 
 
 def _remove_volumes_ahead(job):
@@ -154,7 +193,7 @@ def _ensure(job):
     cluster = get_cluster()
     spec = job.job_spec()
     objects = build_job(spec)
-    if job.data_volume_id:
+    if job.data_volume_id and not job.phase:  # later, its own reconciler keeps it
         cluster.apply_one(_data_pvc(job.data_volume))
     # A job never seen submitted gets its claims first: they bind while this run reads the
     # rest (its first run waits mostly for that). Applying them again is harmless should the
@@ -312,9 +351,7 @@ def _ensure_endpoints(cluster, job, active=True):
 def _observe(job, status):
     if status.phase != job.phase and status.phase in ("Restarting", "Pending") and job.started_at:
         _note_eviction(job)
-    state = PHASES.get(status.phase, JobState.PENDING)
-    if job.cancel_requested and status.phase in ("Aborted", "Terminated"):
-        state = JobState.CANCELLED
+    state = _state_of(job, status.phase)
     # Until Volcano's controller has seen the job (no phase yet) and its scheduler has had a
     # few cycles, nothing explains a wait: the job resync reads why it waits from then on.
     waits = state == JobState.PENDING and status.phase and _waited(job) >= PENDING_REASON_AFTER
@@ -365,12 +402,44 @@ def observe_started(tenant_slug, name, phase, counts, message):
         )
 
 
+def observe_finished(tenant_slug, name, phase, counts, message):
+    """The collector's watch saw a job's Volcano job end: write that at once, as a run would.
+    A run comes all the same (it removes the job's routes), but it may find the Volcano job
+    gone already: a job with `ttl_seconds_after_finished` is deleted by Volcano as soon as it
+    ends, and only the watch saw how it ended. Written only over a state the job holds in the
+    cluster (a job being deleted, or ended already, is left as it is)."""
+    if PHASES.get(phase) not in FINISHED:
+        return False
+    job = Job.objects.filter(
+        tenant__slug=tenant_slug, name=name, state__in=HOLDING, delete_requested=False
+    ).first()
+    if job is None:
+        return False
+    with transaction.atomic():  # the state and its event, or neither
+        return _set(
+            job,
+            state=_state_of(job, phase),
+            phase=phase,
+            counts=counts,
+            message=message,
+            pending_reason="",
+        )
+
+
+def _state_of(job, phase):
+    """The portal's state for a Volcano phase: an abort the user asked for is a cancel."""
+    if job.cancel_requested and phase in ("Aborted", "Terminated"):
+        return JobState.CANCELLED
+    return PHASES.get(phase, JobState.PENDING)
+
+
 def _note_eviction(job):
     """The job ran and goes back to waiting: when the scheduler evicted its pods (reclaimed for
     another tenant, or preempted), say so once on the job's page."""
     since = job.events.filter(kind="evicted").values_list("created_at", flat=True).first()
     since = since or job.started_at
-    for event in evictions(get_cluster(), job.tenant.namespace, job.name):
+    tasks = [task.name for task in job.job_spec().tasks]
+    for event in evictions(get_cluster(), job.tenant.namespace, job.name, tasks):
         if event.last_seen and since and event.last_seen >= since - EVICTION_CLOCK_SKEW:
             JobEvent.objects.create(job=job, kind="evicted", message=pending.evicted(event.message))
         return  # the newest only

@@ -2,6 +2,7 @@
 Events around a Volcano job (apps turn them into plain words)."""
 
 import math
+import re
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -161,11 +162,17 @@ def _bound_before(cluster: "Cluster", namespace: str, claim: dict, deadline: flo
     return False
 
 
-def evictions(cluster: "Cluster", namespace: str, job_name: str) -> list[EventFacts]:
-    """Evictions of the job's pods, newest first: Volcano's reclaim and preempt actions delete a
-    running pod with a Warning `Evict` Event on it ("Pod is evicted, because of reclaim")."""
+def evictions(
+    cluster: "Cluster", namespace: str, job_name: str, tasks: Iterable[str]
+) -> list[EventFacts]:
+    """Evictions of the job's pods (named `<job>-<task>-<index>` by Volcano), newest first:
+    Volcano's reclaim and preempt actions delete a running pod with a Warning `Evict` Event on
+    it ("Pod is evicted, because of reclaim"). Not those of a job whose name only starts with
+    this one's (`train-2` beside `train`)."""
     raws = cluster.list(
         "v1", "Event", namespace=namespace, fields={"involvedObject.kind": "Pod", "reason": "Evict"}
     )
+    names = "|".join(re.escape(task) for task in tasks)
+    ours = re.compile(rf"{re.escape(job_name)}-(?:{names})-[0-9]+")
     found = [read_event(raw) for raw in raws]
-    return newest_first([e for e in found if e.name.startswith(f"{job_name}-")])
+    return newest_first([e for e in found if ours.fullmatch(e.name)])

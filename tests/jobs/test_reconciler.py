@@ -419,3 +419,34 @@ def test_a_run_waits_for_the_cluster_only_while_no_other_task_waits(queued_tasks
         connection.default_channel.queue_purge(queue)
     celery_app.conf.task_always_eager = True
     assert not nothing_waiting(), "an inline run never waits: its caller does"
+
+
+QUOTA = "gpu-portal-quota"
+
+
+@pytest.mark.parametrize(
+    ("limited", "lags"),
+    [
+        ("requests.storage=200Gi", True),  # the tenant's own limit: a deleted claim still counts
+        ("persistentvolumeclaims=20", True),
+        ("persistentvolumeclaims=20,requests.storage=200Gi", True),
+        ("requests.storage=100Gi", False),  # shrunk by hand below the tenant's: a refusal
+        ("persistentvolumeclaims=10", False),
+        ("persistentvolumeclaims=20,requests.storage=100Gi", False),
+        ("requests.nvidia.com/gpu=8", False),  # not a volume's
+    ],
+)
+def test_a_volume_refusal_at_the_tenants_own_limit_is_a_wait_and_below_it_a_refusal(limited, lags):
+    """The ResourceQuota still counts a claim being deleted that the portal counted free: its
+    claims then wait. A limit below the tenant's was edited by hand, and refuses."""
+    from jobs.tasks import _quota_lags
+    from k8s_adapters.errors import PermanentK8sError
+    from tenants.models import Tenant
+
+    tenant = Tenant(slug="t", storage_quota_gib=200, pvc_quota=20)
+    message = (
+        f'persistentvolumeclaims "j-workspace" is forbidden: exceeded quota: {QUOTA}, '
+        f"requested: {limited}, used: {limited}, limited: {limited}"
+    )
+    assert _quota_lags(PermanentK8sError(message, status=403), tenant) is lags
+    assert _quota_lags(PermanentK8sError(message, status=422), tenant) is False

@@ -348,6 +348,53 @@ def test_a_job_whose_volume_is_never_provisioned_waits_unsubmitted_and_says_why(
     assert cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace) is None
 
 
+def test_cancelling_a_job_that_waits_for_its_volume_ends_it_and_frees_the_tenants_gpus(
+    cluster, team, launch_spec, silent_class, django_capture_on_commit_callbacks
+):
+    """It would wait for a claim that never binds: the cancel ends it now, with nothing of it
+    left in the cluster, and its GPUs count no more."""
+    from jobs.admission import free_gpus
+
+    namespace = team["tenant"].namespace
+    job = settle(launch_spec(unprovisioned(silent_class), "stuck-cancel"), JobState.PENDING)
+    assert cluster.get("v1", "PersistentVolumeClaim", f"{job.name}-workspace", namespace)
+    free = free_gpus(team["tenant"])
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_job(job, actor=team["bob"])
+    job.refresh_from_db()
+    assert (job.state, job.message) == (JobState.CANCELLED, "Cancelled before it reached Volcano.")
+    assert free_gpus(team["tenant"]) == free + job.gpus
+    assert cluster.get(VCJOB_API, "Job", job.name, namespace) is None
+    wait_for(
+        lambda: (
+            cluster.get("v1", "PersistentVolumeClaim", f"{job.name}-workspace", namespace) is None
+        ),
+        message="the cancelled job's claim to go",
+    )
+
+
+def test_a_running_job_keeps_running_when_its_data_volume_is_refused_by_the_cluster(
+    cluster, team, templates, launch, django_capture_on_commit_callbacks
+):
+    """Its data volume's claim is its volume's reconciler's to keep once the job is submitted:
+    a refusal there (here a size below the bound claim's, as a hand edit leaves it) is that
+    volume's, and never turns a running job into an error that would hide its end."""
+    from jobs.models import DataVolume
+
+    with django_capture_on_commit_callbacks(execute=True):
+        volume = services.create_data_volume(
+            team["tenant"], name="corpus", size_gib=10, actor=team["bob"]
+        )
+    job = settle(
+        launch(templates["single-gpu"], name="reads-corpus", data_volume=volume), JobState.RUNNING
+    )
+    DataVolume.objects.filter(pk=volume.pk).update(size_gib=5)
+    for _ in range(2):
+        reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert (job.state, job.sync_state) == (JobState.RUNNING, "in_sync")
+
+
 def test_a_claim_deleted_by_hand_while_the_job_waits_for_it_is_made_again_by_the_next_run(
     cluster, team, launch_spec, silent_class
 ):

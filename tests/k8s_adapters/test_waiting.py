@@ -3,7 +3,7 @@ answers the field-selected LISTs here as it would)."""
 
 from jobs import pending
 from k8s_adapters.events import telling_events
-from k8s_adapters.waiting import claim_messages
+from k8s_adapters.waiting import claim_messages, evictions
 
 
 def event(kind, name, type_, reason, message, at):
@@ -25,11 +25,13 @@ class Namespace:
     def list(self, api_version, kind, *, namespace=None, fields=None):
         assert (api_version, kind) == ("v1", "Event")
         fields = fields or {}
-        return [
-            e
-            for e in self.events
-            if all(e.get({"type": "type", "reason": "reason"}[k]) == v for k, v in fields.items())
-        ]
+        return [e for e in self.events if all(_field(e, k) == v for k, v in fields.items())]
+
+
+def _field(event, path):
+    for key in path.split("."):
+        event = event.get(key, {})
+    return event
 
 
 def test_a_claim_with_no_storage_class_says_so():
@@ -62,3 +64,17 @@ def test_each_object_keeps_its_newest_telling_events_only():
     told = [e.message for e in events if e.kind == "PodGroup"]
     assert told == ["try 29", "try 28", "try 27", "try 26", "try 25"]
     assert [e.message for e in events if e.kind == "Pod"] == ["0/3 nodes"]
+
+
+def test_evictions_are_the_jobs_own_pods_not_those_of_a_job_whose_name_starts_alike():
+    evicted = "Pod is evicted, because of reclaim"
+    namespace = Namespace(
+        [
+            event("Pod", "train-2-worker-0", "Warning", "Evict", evicted, 9),  # another job's
+            event("Pod", "train-worker-1", "Warning", "Evict", evicted, 5),
+            event("Pod", "train-worker-x", "Warning", "Evict", evicted, 7),  # no replica index
+            event("PodGroup", "train-worker-0", "Warning", "Evict", evicted, 8),
+        ]
+    )
+    found = evictions(namespace, "ns", "train", ["master", "worker"])
+    assert [e.name for e in found] == ["train-worker-1"]

@@ -21,6 +21,7 @@ def followed(monkeypatch):
     names = []
     monkeypatch.setattr(collect_cluster, "reconcile_job", lambda tenant, name: names.append(name))
     monkeypatch.setattr(collect_cluster, "observe_started", lambda *args: None)
+    monkeypatch.setattr(collect_cluster, "observe_finished", lambda *args: None)
     return names
 
 
@@ -137,10 +138,11 @@ def test_a_job_cancelled_while_it_waited_is_left_to_the_run_that_aborts_it(waiti
         ({"delete_requested": True}, job("Running", 1)),  # its deletion wins
         ({"state": JobState.QUEUED, "submitted_at": None}, job("Running", 1)),  # not its own
         ({}, job("Restarting", 1)),  # back after an eviction: the run notes it
-        ({}, job("Completed")),  # ended: the run removes its routes, lets the queue in
+        ({"delete_requested": True}, job("Completed")),
+        ({"state": JobState.CANCELLED}, job("Failed")),  # ended already: told once
     ],
 )
-def test_the_collector_writes_nothing_but_a_waiting_job_starting(waiting, runs, change, new):
+def test_the_collector_writes_nothing_but_a_job_starting_or_ending(waiting, runs, change, new):
     Job.objects.filter(pk=waiting.pk).update(**change)
     before = Job.objects.get(pk=waiting.pk)
     collect_cluster.follow_job(
@@ -153,6 +155,32 @@ def test_the_collector_writes_nothing_but_a_waiting_job_starting(waiting, runs, 
         before.started_at,
     )
     assert runs == ["train"]  # a run reads and writes the change
+
+
+@pytest.mark.parametrize(
+    ("phase", "cancelled", "state"),
+    [
+        ("Completed", False, "succeeded"),
+        ("Failed", False, "failed"),
+        ("Aborted", True, "cancelled"),  # the abort the user asked for
+    ],
+)
+def test_a_job_seen_ending_is_written_at_once_and_its_run_still_comes(
+    waiting, runs, phase, cancelled, state
+):
+    """Volcano deletes a job with ttl_seconds_after_finished the moment it ends: its run may
+    find nothing to read, and only the watch saw how it ended."""
+    Job.objects.filter(pk=waiting.pk).update(
+        state=JobState.RUNNING, phase="Running", cancel_requested=cancelled
+    )
+    slug = waiting.tenant.slug
+    collect_cluster.follow_job(job("Running", 1, tenant=slug), job(phase, tenant=slug))
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.phase) == (state, phase)
+    assert waiting.finished_at is not None
+    assert runs == ["train"]  # to remove its routes
+    collect_cluster.follow_job(None, job(phase, tenant=slug))  # seen again: a relist
+    assert waiting.events.filter(kind="state").count() == 1
 
 
 def claim(phase, tenant, job_name="train"):

@@ -19,7 +19,7 @@ from core.heap import freeze_loaded
 from core.reconcile import enqueue
 from jobs.choices import PHASES, JobState
 from jobs.models import Job
-from jobs.tasks import observe_started, workspace_deleted
+from jobs.tasks import observe_finished, observe_started, workspace_deleted
 from k8s_adapters import inventory
 from k8s_adapters.informer import Informer, wait_synced
 from k8s_adapters.labels import MANAGED_BY, PORTAL
@@ -139,7 +139,9 @@ def follow_job(old, new):
     while it only moves between waiting phases (created, Pending, Inqueue, pods being created):
     it waits all along, and why is read by the job resync; nor when only Volcano's message
     changed, which the next run reads. A waiting job that starts running is written at once
-    (`observe_started`), and then needs no run: nothing else changes when a job starts."""
+    (`observe_started`), and then needs no run: nothing else changes when a job starts. A job
+    that ends is written at once too (`observe_finished`: Volcano may delete it the moment it
+    ends, before a run reads it), and its run still comes, to remove its routes."""
     if new and new["phase"] in WAITING and (old is None or old["phase"] in WAITING):
         return
     if old and new and (old["phase"], old["counts"]) == (new["phase"], new["counts"]):
@@ -150,6 +152,10 @@ def follow_job(old, new):
     try:
         if new and new["phase"] == "Running" and (old is None or old["phase"] in WAITING):
             recorded = observe_started(
+                new["tenant"], new["name"], new["phase"], new["counts"], new.get("message", "")
+            )
+        elif new and (old is None or old["phase"] != new["phase"]):
+            observe_finished(
                 new["tenant"], new["name"], new["phase"], new["counts"], new.get("message", "")
             )
     finally:  # unless written, the run comes whatever happened to that write
