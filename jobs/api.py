@@ -1,11 +1,15 @@
+import json
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from core.fields import ID_REGEX, LocationOnCreate
+from k8s_adapters.errors import K8sError
 from networking.addresses import jobs_addresses
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.choices import Role
@@ -27,6 +31,17 @@ from .serializers import (
     TemplateSerializer,
     TemplateWriteSerializer,
 )
+
+
+class PlainTextRenderer(BaseRenderer):
+    """Logs are text: a client asking for text/plain gets them, and an error as JSON text."""
+
+    media_type = "text/plain"
+    format = "txt"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data if isinstance(data, bytes | str) else json.dumps(data)
 
 
 class TenantScoped:
@@ -156,20 +171,48 @@ class JobViewSet(
     def pods(self, request, tenant_slug=None, name=None):
         """The job's pods: task, replica, phase, node, containers (with exit codes), Events."""
         job = self.get_object()
-        return Response(PodSerializer(logs.pods_of(job), many=True).data)
+        try:
+            pods = logs.pods_of(job)
+        except K8sError as exc:
+            return Response(
+                {
+                    "detail": f"The cluster did not answer; try again in a moment ({exc.message}).",
+                    "code": "cluster_unavailable",
+                },
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
+        return Response(PodSerializer(pods, many=True).data)
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("follow", bool, description="stream while the container runs"),
-            OpenApiParameter("tail", int, description="only the last N lines"),
+            OpenApiParameter("tail", int, description="only the last N lines (1 to 100,000)"),
+            OpenApiParameter(
+                "after",
+                str,
+                description=(
+                    "only the lines since the last read: the X-Log-Cursor header it answered "
+                    "with. Follow a log by reading on this way every few seconds while "
+                    "X-Log-Open is 1."
+                ),
+            ),
             OpenApiParameter("container", str),
-            OpenApiParameter("download", bool, description="as an attachment"),
+            OpenApiParameter("download", bool, description="the whole log, as an attachment"),
         ],
-        responses={(200, "text/plain"): OpenApiTypes.STR},
+        responses={
+            (200, "text/plain"): OpenApiTypes.STR,
+            (400, "application/json"): OpenApiTypes.OBJECT,
+            (503, "text/plain"): OpenApiTypes.STR,
+        },
     )
-    @action(detail=True, methods=["get"], url_path=r"pods/(?P<pod>[-a-z0-9]+)/log")
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path=r"pods/(?P<pod>[-a-z0-9]+)/log",
+        renderer_classes=[JSONRenderer, PlainTextRenderer],
+    )
     def pod_log(self, request, tenant_slug=None, name=None, pod=None):
-        """One pod's log through the API server (`pods/log`), as text."""
+        """One pod's log through the API server (`pods/log`), as text: the last lines, or those
+        since the last read (X-Log-Cursor), or the whole log as a file."""
         return logs.log_response(self.get_object(), pod, request.query_params)
 
 

@@ -1,19 +1,25 @@
 """A job's pods, their Events and their logs, read through the API server (`pods/log`), for
 the job page and the API alike."""
 
-import time
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from django.conf import settings
-from django.http import Http404, StreamingHttpResponse
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 
 from core.cluster import get_cluster
 from k8s_adapters.errors import K8sError
-from k8s_adapters.pods import PodFacts, job_pods
+from k8s_adapters.pods import LogCursor, PodFacts, job_pod, job_pods, lines_after
 
 from .models import Job
 
 MAX_TAIL_LINES = 100_000
+SKIPPED = (
+    b"[lines skipped: the container wrote more in one second than a read holds; download the "
+    b"log for all of it]\n"
+)
 
 
 def pods_of(job: Job) -> list[PodFacts]:
@@ -38,68 +44,123 @@ def replicas_without_pods(job: Job, pods: list[PodFacts]) -> list[tuple[str, int
 
 def find_pod(job: Job, pod_name: str) -> PodFacts:
     """One of the job's own pods; any other name (another job's pod too) is a 404."""
-    for pod in pods_of(job):
-        if pod.name == pod_name:
-            return pod
-    raise Http404("This job has no pod of that name (it may have ended and been removed).")
+    pod = (
+        job_pod(get_cluster(), job.tenant.namespace, job.name, pod_name)
+        if job.submitted_at
+        else None
+    )
+    if pod is None:
+        raise Http404("This job has no pod of that name (it may have ended and been removed).")
+    return pod
 
 
-def log_chunks(
-    job: Job,
-    pod: PodFacts,
-    *,
-    container: str = "",
-    follow: bool = False,
-    tail_lines: int | None = None,
-) -> Iterator[bytes]:
-    """The container's log; with `follow`, until it ends or LOG_FOLLOW_SECONDS pass. A pod
-    that has not started yet, or an API error, reads as one line saying so."""
+@dataclass(frozen=True)
+class LogRequest:
+    container: str = ""
+    tail: int | None = None
+    after: LogCursor | None = None
+    download: bool = False
+
+
+FLAGS = {"1": True, "true": True, "0": False, "false": False}
+TAIL = re.compile(r"[0-9]{1,6}")
+
+
+def log_request(params) -> LogRequest:
+    """What a log request asks for, from its query string; a ValidationError keyed by
+    parameter says what to send instead."""
+    errors = {}
+    if "follow" in params:
+        errors["follow"] = (
+            "Logs are followed by reading on: send after=<the X-Log-Cursor header of the last "
+            "answer> every few seconds."
+        )
+    tail = params.get("tail")
+    if tail is not None and not (TAIL.fullmatch(tail) and 1 <= int(tail) <= MAX_TAIL_LINES):
+        errors["tail"] = f"Give a number of lines from 1 to {MAX_TAIL_LINES:,}."
+    after = params.get("after")
+    cursor = LogCursor.parse(after) if after is not None else None
+    if after is not None and cursor is None:
+        errors["after"] = "Send the X-Log-Cursor header of the last answer, as it came."
+    if tail is not None and after is not None:
+        errors["tail"] = "Give tail (the last lines) or after (the lines since), not both."
+    download = FLAGS.get(params.get("download", "0"))
+    if download is None:
+        errors["download"] = "Give 1 or 0."
+    if errors:
+        raise ValidationError(errors)
+    return LogRequest(params.get("container", ""), int(tail) if tail else None, cursor, download)
+
+
+def read_on(job: Job, pod: PodFacts, asked: LogRequest) -> tuple[bytes, LogCursor | None]:
+    """The container's lines after `asked.after` (or its last `asked.tail` lines, or all it
+    has), at most one read's worth, and the cursor to read on from. Each read is short: a
+    page follows a log by reading on every few seconds, never by holding a connection (and a
+    web thread) open."""
+    if not pod.has_started:
+        return f"[{pod.name} is {pod.phase}: no log yet]\n".encode(), asked.after
+    data = get_cluster().pod_log_stamped(
+        pod.name,
+        job.tenant.namespace,
+        container=asked.container or None,
+        since_time=asked.after.since_time if asked.after else None,
+        tail_lines=asked.tail,
+        limit_bytes=settings.LOG_READ_LIMIT_BYTES,
+    )
+    text, cursor = lines_after(data, asked.after)
+    if not text and asked.after and len(data) >= settings.LOG_READ_LIMIT_BYTES:
+        # One second of output larger than a read: reading on from it would never get past.
+        cursor = asked.after.next_second()
+        text = SKIPPED
+    return text, cursor
+
+
+def log_chunks(job: Job, pod: PodFacts, *, container: str = "") -> Iterator[bytes]:
+    """The container's whole log (up to LOG_DOWNLOAD_LIMIT_BYTES), for a download. A pod that
+    has not started yet, or an API error, reads as one line saying so."""
     if not pod.has_started:
         yield f"[{pod.name} is {pod.phase}: no log yet]\n".encode()
         return
-    deadline = time.monotonic() + settings.LOG_FOLLOW_SECONDS
     try:
-        for chunk in get_cluster().pod_log(
+        yield from get_cluster().pod_log(
             pod.name,
             job.tenant.namespace,
             container=container or None,
-            follow=follow,
-            tail_lines=tail_lines,
             limit_bytes=settings.LOG_DOWNLOAD_LIMIT_BYTES,
-            timeout=settings.LOG_FOLLOW_SECONDS if follow else 30,
-        ):
-            yield chunk
-            if follow and time.monotonic() > deadline:
-                yield b"\n[stopped following after a while: reload to go on]\n"
-                return
+            timeout=30,
+        )
     except K8sError as exc:
         yield f"\n[the log could not be read: {exc.message}]\n".encode()
 
 
-def tail_param(value: str | None) -> int | None:
-    """`tail` from a query string: a positive number of lines, capped; anything else, none."""
-    if value is None or not value.isdigit():
-        return None
-    return min(int(value), MAX_TAIL_LINES) or None
-
-
 def log_response(job, pod_name, params):
-    """The HTTP answer for a pod's log, for the page and the API: text, streamed."""
-    pod = find_pod(job, pod_name)
-    container = params.get("container", "")
-    if container and container not in pod.container_names:
-        raise Http404("This pod has no container of that name.")
-    download = params.get("download") == "1"
-    chunks = log_chunks(
-        job,
-        pod,
-        container=container,
-        follow=params.get("follow") == "1" and not download,
-        tail_lines=tail_param(params.get("tail")),
-    )
-    response = StreamingHttpResponse(chunks, content_type="text/plain; charset=utf-8")
+    """The HTTP answer for a pod's log, for the page and the API: text, with the cursor to
+    read on from (X-Log-Cursor) and whether more may come (X-Log-Open); or, for a download,
+    the whole log as a file. A cluster that does not answer is a 503 saying so."""
+    asked = log_request(params)
+    try:
+        pod = find_pod(job, pod_name)
+        if asked.container and asked.container not in pod.container_names:
+            raise Http404("This pod has no container of that name.")
+        if asked.download:
+            response = StreamingHttpResponse(
+                log_chunks(job, pod, container=asked.container),
+                content_type="text/plain; charset=utf-8",
+            )
+            response["Content-Disposition"] = f'attachment; filename="{job.name}-{pod.name}.log"'
+        else:
+            text, cursor = read_on(job, pod, asked)
+            response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+            if cursor is not None:
+                response["X-Log-Cursor"] = str(cursor)
+            response["X-Log-Open"] = "1" if pod.phase in ("Pending", "Running") else "0"
+    except K8sError as exc:
+        response = HttpResponse(
+            f"The log could not be read: the cluster did not answer ({exc.message}). Try again "
+            "in a moment.\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
     response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "no-store"
-    if download:
-        response["Content-Disposition"] = f'attachment; filename="{job.name}-{pod.name}.log"'
     return response

@@ -4,11 +4,12 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import prefetch_related_objects
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
+from k8s_adapters.errors import K8sError
 from k8s_adapters.volcano import build_job
 from networking.addresses import job_addresses
 from tenants.access import get_tenant_for_user, require_platform_admin
@@ -258,8 +259,12 @@ def job_detail(request, slug, name):
 def job_logs(request, slug, name):
     """The job's pods (task, replica, node, how each ended, their Events) and a log viewer."""
     job = get_job_for_user(request.user, slug, name)
-    pods = logs.pods_of(job)
-    context = {"job": job, "tenant": job.tenant, "pods": pods}
+    context = {"job": job, "tenant": job.tenant}
+    try:
+        pods = context["pods"] = logs.pods_of(job)
+    except K8sError as exc:
+        context["unanswered"] = exc.message
+        return render(request, "jobs/job_logs.html", context, status=503)
     if pods:  # some replicas may have none (yet, or no longer)
         context["podless"] = logs.replicas_without_pods(job, pods)
     return render(request, "jobs/job_logs.html", context)
@@ -267,9 +272,14 @@ def job_logs(request, slug, name):
 
 @login_required
 def pod_log(request, slug, name, pod):
-    """One pod's log as text: `follow=1` streams while it runs, `download=1` saves the file."""
+    """One pod's log as text: `tail=N` its last lines, `after=CURSOR` those since the last read,
+    `download=1` the whole file."""
     job = get_job_for_user(request.user, slug, name)
-    return logs.log_response(job, pod, request.GET)
+    try:
+        return logs.log_response(job, pod, request.GET)
+    except ValidationError as exc:
+        text = "".join(f"{field}: {' '.join(m)}\n" for field, m in exc.message_dict.items())
+        return HttpResponse(text, status=400, content_type="text/plain; charset=utf-8")
 
 
 def job_status(job):

@@ -1,8 +1,10 @@
 """Readers of a job's pods: which task and replica each is, where it runs, how its container
-ended; and the Events about them. Logs come through `Cluster.pod_log` (`pods/log`)."""
+ended; and the Events about them. Logs come through `Cluster.pod_log` (`pods/log`), and are
+read on from a cursor (`LogCursor`, `lines_after`)."""
 
+import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from .events import EventFacts, events_for
 
@@ -68,7 +70,7 @@ def read_pod(pod: dict[str, Any], events: tuple[EventFacts, ...] = ()) -> PodFac
     return PodFacts(
         name=meta["name"],
         task=(meta.get("labels") or {}).get(TASK_LABEL, ""),
-        index=int(index) if str(index).isdigit() else 0,
+        index=int(index) if str(index).isdecimal() else 0,
         phase=status.get("phase") or "Pending",
         node=spec.get("nodeName") or "",
         ip=status.get("podIP") or "",
@@ -83,3 +85,82 @@ def job_pods(cluster: "Cluster", namespace: str, job_name: str) -> list[PodFacts
     by_pod = events_for(cluster, namespace, "Pod", (p["metadata"]["name"] for p in pods))
     facts = [read_pod(p, tuple(by_pod.get(p["metadata"]["name"], []))) for p in pods]
     return sorted(facts, key=lambda p: (p.task, p.index, p.name))
+
+
+def job_pod(cluster: "Cluster", namespace: str, job_name: str, name: str) -> PodFacts | None:
+    """One pod of the job, without its Events; None for a pod of any other job, or gone."""
+    pod = cluster.get("v1", "Pod", name, namespace)
+    if pod is None or (pod["metadata"].get("labels") or {}).get(JOB_LABEL) != job_name:
+        return None
+    return read_pod(pod)
+
+
+# -- reading a log on from where the last read ended ------------------------------------------
+
+# The time the container runtime wrote a line, before it in `pods/log?timestamps=true`.
+_STAMP = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z"
+_STAMPED = re.compile(rb"(" + _STAMP.encode() + rb") ?")
+_CURSOR = re.compile(rf"({_STAMP})/([0-9]{{1,9}})")
+
+
+def _moment(stamp: str) -> tuple[str, int]:
+    """A stamp as (whole seconds, nanoseconds), in the order of time."""
+    seconds, _, fraction = stamp.rstrip("Z").partition(".")
+    return seconds, int(fraction.ljust(9, "0"))
+
+
+@dataclass(frozen=True)
+class LogCursor:
+    """Where a read of a log ended: the runtime's time of its last line, and how many lines of
+    that very time it returned (lines may share one)."""
+
+    stamp: str
+    seen: int
+
+    def __str__(self) -> str:
+        return f"{self.stamp}/{self.seen}"
+
+    @classmethod
+    def parse(cls, text: str) -> Self | None:
+        """The cursor a read returned; None for any other text."""
+        found = _CURSOR.fullmatch(text)
+        return cls(found.group(1), int(found.group(2))) if found else None
+
+    @property
+    def since_time(self) -> str:
+        """Its whole second: `sinceTime` takes no finer."""
+        return _moment(self.stamp)[0] + "Z"
+
+    def next_second(self) -> Self:
+        """Past every line of its second (for a second that holds more than one read)."""
+        seconds = _moment(self.stamp)[0]
+        return type(self)(f"{seconds}.999999999Z", 999_999_999)
+
+
+def lines_after(data: bytes, after: LogCursor | None) -> tuple[bytes, LogCursor | None]:
+    """Of a stamped log (as `pods/log?timestamps=true` returns it), the lines after `after`,
+    without their stamps, and the cursor past the last of them (`after` when there is none).
+    A last line with no newline yet (still being written, or cut by `limitBytes`) is left for
+    the next read. A line with no stamp is shown by a first read only (it has no place in
+    time to read on from)."""
+    skip = after.seen if after else 0
+    cursor, out = after, []
+    for line in data.split(b"\n")[:-1]:
+        stamped = _STAMPED.match(line)
+        if stamped is None:  # a kubelet stamps every line; a stand-in's fixed text has none
+            if after is None:
+                out.append(line + b"\n")
+            continue
+        stamp = stamped.group(1).decode()
+        if after is not None:
+            if _moment(stamp) < _moment(after.stamp):
+                continue
+            if _moment(stamp) == _moment(after.stamp) and skip:
+                skip -= 1
+                continue
+        out.append(line[stamped.end() :] + b"\n")
+        if cursor is not None and _moment(cursor.stamp) == _moment(stamp):
+            cursor = LogCursor(stamp, cursor.seen + 1)
+        else:
+            cursor = LogCursor(stamp, 1)
+    return b"".join(out), cursor

@@ -250,7 +250,8 @@ VOLCANO_NAMESPACE = env.str("VOLCANO_NAMESPACE", default="volcano-system")
 
 # Job logs (pods/log through the API server): how long one request follows a running
 # container, and the most one download or view returns.
-LOG_FOLLOW_SECONDS = env.int("LOG_FOLLOW_SECONDS", default=600)
+# At most this much of a log per read: a page follows a log by reading on every few seconds.
+LOG_READ_LIMIT_BYTES = env.int("LOG_READ_LIMIT_BYTES", default=2**20)
 LOG_DOWNLOAD_LIMIT_BYTES = env.int("LOG_DOWNLOAD_LIMIT_BYTES", default=50 * 2**20)
 
 # -- Job endpoints ----------------------------------------------------------------------------

@@ -1,36 +1,77 @@
-// Job logs: each <pre data-log-url> shows its pod's log, following it while the pod runs
-// (the portal streams pods/log as plain text). Text goes in as text, never as HTML.
+// Job logs: each <pre data-log-url> shows its pod's last lines, and, with data-follow, reads on
+// from where the last read ended (the X-Log-Cursor header) every few seconds while the pod may
+// write more (X-Log-Open), more slowly while nothing comes and not while the tab is hidden.
+// Every read is a short request: no connection is held open. Text goes in as text, never HTML.
 (function () {
-  async function follow(pre) {
-    // Until the container's first line arrives, say why the box is empty.
+  const FIRST = 2000, SLOWEST = 15000;
+
+  function sleep(ms) {
+    return new Promise(function (done) { setTimeout(done, ms); });
+  }
+
+  function visible() {
+    if (document.visibilityState !== "hidden") return Promise.resolve();
+    return new Promise(function (done) {
+      document.addEventListener("visibilitychange", function seen() {
+        if (document.visibilityState !== "hidden") {
+          document.removeEventListener("visibilitychange", seen);
+          done();
+        }
+      });
+    });
+  }
+
+  function append(pre, text) {
+    const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    pre.append(text);
+    if (atBottom) pre.scrollTop = pre.scrollHeight;
+  }
+
+  async function show(pre) {
+    const base = new URL(pre.dataset.logUrl, location.href);
+    const follow = "follow" in pre.dataset;
+    let cursor = null, wait = FIRST, placeholder = true;
     pre.textContent = "Reading the log…";
-    const response = await fetch(pre.dataset.logUrl, { credentials: "same-origin" });
-    if (!response.ok || !response.body) {
-      pre.textContent = "The log could not be read (" + response.status + ").";
-      return;
+    function say(text) {  // in place of the placeholder, or after the lines shown
+      if (placeholder) { pre.textContent = ""; placeholder = false; }
+      append(pre, text);
     }
-    if (new URL(pre.dataset.logUrl, location.href).searchParams.has("follow")) {
-      pre.textContent = "No output yet: lines appear here as the container writes them.";
-    }
-    let received = false;
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
     for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      const text = decoder.decode(value, { stream: true });
-      if (!text) continue;
-      if (!received) pre.textContent = "";
-      received = true;
-      const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-      pre.append(text);
-      if (atBottom) pre.scrollTop = pre.scrollHeight;
+      const url = new URL(base);
+      if (cursor) url.searchParams.set("after", cursor);
+      else url.searchParams.set("tail", "1000");
+      let response = null;
+      try {
+        response = await fetch(url, { credentials: "same-origin" });
+      } catch (err) {
+        response = null;  // offline a moment: tried again below
+      }
+      if (response && response.ok) {
+        const text = await response.text();
+        if (text) say(text);
+        else if (placeholder) {
+          pre.textContent = follow
+            ? "No output yet: lines appear here as the container writes them."
+            : "The container wrote no output.";
+        }
+        cursor = response.headers.get("X-Log-Cursor") || cursor;
+        if (!follow || response.headers.get("X-Log-Open") !== "1") break;
+        wait = text ? FIRST : Math.min(SLOWEST, wait * 1.5);
+      } else if (response && response.status < 500) {
+        const why = (await response.text()).trim();
+        say("\n[the log could not be read (" + response.status + "): " + why + "]\n");
+        break;
+      } else {  // the portal or the cluster did not answer: try again, more slowly
+        wait = Math.min(SLOWEST, wait * 2);
+      }
+      await sleep(wait);
+      await visible();
     }
-    if (!received) pre.textContent = "The container wrote no output.";
     pre.dataset.loaded = "true";
   }
+
   document.querySelectorAll("pre[data-log-url]").forEach(function (pre) {
-    if (pre.textContent.trim() === "") follow(pre).catch(function (err) {
+    if (pre.textContent.trim() === "") show(pre).catch(function (err) {
       pre.textContent = "The log could not be read: " + err;
     });
   });

@@ -97,3 +97,54 @@ def test_the_launch_form_shows_field_errors(page, live_server, team, templates, 
     errors = page.locator("ul.errorlist").all_inner_texts()
     assert any("lowercase letters, digits and '-'" in e for e in errors)
     assert any("is not an image reference" in e for e in errors)
+
+
+def test_the_logs_page_follows_a_running_pod_by_reading_on(
+    page, live_server, cluster, team, templates, launch, tmp_path
+):
+    """Lines the container writes while the page is open appear in it, each once; the page
+    reads on from its last cursor (short requests), never holding a connection open."""
+    from jobs.choices import JobState
+    from tests.jobs.conftest import job_pods, settle
+    from tests.jobs.test_logs import attach_log, cri
+
+    job = settle(launch(templates["single-gpu"], name="follow-me"), JobState.RUNNING)
+    [pod] = job_pods(cluster, job)
+    log = tmp_path / "main.log"
+    log.write_text(cri("epoch 1 loss 0.91", "epoch 2 loss 0.57"))
+    attach_log(cluster, pod, log)
+    sign_in(page, live_server.url, "bob", "pw-bob")
+    url = f"{live_server.url}/tenants/{team['tenant'].slug}/jobs/{job.name}/logs/"
+
+    def shown():  # KWOK takes up the Logs object in a moment: until then, load the page again
+        page.goto(url)
+        return _shown(page, "epoch 2")
+
+    wait_for(shown, timeout=30, message="the log on the page")
+    requests = []
+    page.on("request", lambda r: requests.append(r.url) if "/logs/" in r.url else None)
+    with log.open("a") as more:
+        more.write(cri("epoch 3 loss 0.40"))
+    box = page.locator("[data-testid=log]")
+    page.wait_for_function("pre => pre.textContent.includes('epoch 3')", arg=box.element_handle())
+    assert box.inner_text().splitlines() == [
+        "epoch 1 loss 0.91",
+        "epoch 2 loss 0.57",
+        "epoch 3 loss 0.40",
+    ]
+    assert requests  # read on in short requests, from the cursor of the last
+    assert all("after=" in r for r in requests)
+    page.screenshot(path=tmp_path / "job-logs-following.png", full_page=True)
+
+
+def _shown(page, text):
+    box = page.locator("[data-testid=log]")
+    try:
+        page.wait_for_function(
+            "([pre, text]) => pre.textContent.includes(text)",
+            arg=[box.element_handle(), text],
+            timeout=3000,
+        )
+    except Exception:  # not yet: the next attempt loads the page again
+        return False
+    return True

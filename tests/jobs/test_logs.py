@@ -1,8 +1,8 @@
 """Job logs and pod Events, read through the API server's `pods/log` from KWOK, which serves a
 pod's log from the file a kwok.x-k8s.io Logs object names (CRI format, followed as it grows)."""
 
-import threading
-import time
+import json
+import socket
 from datetime import UTC, datetime
 
 import pytest
@@ -53,7 +53,11 @@ def running(cluster, team, templates, launch, tmp_path):
 
 
 def read_log(client, url):
-    return b"".join(client.get(url).streaming_content).decode()
+    response = client.get(url)
+    assert response.status_code == 200, response.content
+    if response.streaming:
+        return b"".join(response.streaming_content).decode()
+    return response.content.decode()
 
 
 def test_the_api_lists_the_pods_and_serves_their_logs(team, running):
@@ -79,24 +83,106 @@ def test_the_api_lists_the_pods_and_serves_their_logs(team, running):
     assert read_log(bob, f"{base}/pods/{pod}/log/?tail=1").splitlines() == ["epoch 2 loss 0.57"]
 
 
-def test_following_a_running_pod_streams_new_lines(team, running):
+def test_a_running_pods_log_is_followed_by_reading_on_from_each_answers_cursor(team, running):
+    """Each read is a short answer: the last lines or those since the last read, with where it
+    ended. No connection (and no web thread) is held while the pod runs."""
     job, pod, log = running
-    url = f"/tenants/{team['tenant'].slug}/jobs/{job.name}/logs/{pod}/?follow=1"
-    wait_for(
-        lambda: "epoch 2" in read_log(client_for(team["bob"]), url.replace("?follow=1", "")),
+    bob = client_for(team["bob"])
+    url = f"/tenants/{team['tenant'].slug}/jobs/{job.name}/logs/{pod}/"
+    wait_for(lambda: "epoch 2" in read_log(bob, url), timeout=20, message="the log served")
+    first = bob.get(url, {"tail": "1000"})
+    assert not first.streaming
+    assert first.content.decode().splitlines() == ["epoch 1 loss 0.91", "epoch 2 loss 0.57"]
+    assert first["X-Log-Open"] == "1"  # it runs: more may come
+    cursor = first["X-Log-Cursor"]
+    nothing = bob.get(url, {"after": cursor})
+    assert (nothing.content, nothing["X-Log-Cursor"]) == (b"", cursor)
+    # Two more writes: one in the very instant of the last line read (lines may share one).
+    same_instant = log.read_text().splitlines()[-1].split(" ", 1)[0]
+    with log.open("a") as more:
+        more.write(f"{same_instant} stdout F epoch 2 checkpoint\n")
+        more.write(cri("epoch 3 loss 0.40"))
+
+    def read_on():
+        answer = bob.get(url, {"after": cursor})
+        return answer if answer.content else None
+
+    answer = wait_for(read_on, timeout=20, message="the new lines")
+    assert answer.content.decode().splitlines() == ["epoch 2 checkpoint", "epoch 3 loss 0.40"]
+    again = bob.get(url, {"after": answer["X-Log-Cursor"]})
+    assert again.content == b""  # none twice
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("tail=%C2%B2", "tail"),  # a superscript two: a digit to str.isdigit, not to int
+        ("tail=" + "9" * 5000, "tail"),
+        ("tail=-5", "tail"),
+        ("tail=0", "tail"),
+        ("tail=abc", "tail"),
+        ("after=yesterday", "after"),
+        ("after=2026-12-06T10:00:01Z/1&tail=5", "tail"),
+        ("follow=1", "follow"),
+        ("download=yes", "download"),
+    ],
+)
+def test_a_log_request_it_cannot_serve_says_what_to_send_instead(team, running, query, field):
+    job, pod, _ = running
+    slug = team["tenant"].slug
+    bob = client_for(team["bob"])
+    page = bob.get(f"/tenants/{slug}/jobs/{job.name}/logs/{pod}/?{query}")
+    assert page.status_code == 400
+    assert page.content.decode().startswith(f"{field}: ")
+    api = f"/api/v1/tenants/{slug}/jobs/{job.name}/pods/{pod}/log/?{query}"
+    for accept in ("application/json", "text/plain"):
+        answer = bob.get(api, HTTP_ACCEPT=accept)
+        assert answer.status_code == 400
+        assert field in json.loads(answer.content)["errors"]
+
+
+def test_an_api_client_asking_for_text_gets_the_log(team, running):
+    job, pod, _ = running
+    url = f"/api/v1/tenants/{team['tenant'].slug}/jobs/{job.name}/pods/{pod}/log/?tail=1"
+    bob = client_for(team["bob"])
+    answer = wait_for(
+        lambda: (a := bob.get(url, HTTP_ACCEPT="text/plain")).content and a,
         timeout=20,
         message="the log served",
     )
-    response = client_for(team["bob"]).get(url)
-    seen = []
-    chunks = iter(response.streaming_content)
-    seen.append(next(chunks).decode())
-    threading.Timer(1, lambda: log.open("a").write(cri("epoch 3 loss 0.40"))).start()
-    deadline = time.monotonic() + 20
-    while "epoch 3" not in "".join(seen) and time.monotonic() < deadline:
-        seen.append(next(chunks).decode())
-    response.close()
-    assert "epoch 3 loss 0.40" in "".join(seen)
+    assert answer.status_code == 200
+    assert answer.content.decode() == "epoch 2 loss 0.57\n"
+
+
+def test_a_cluster_that_does_not_answer_is_a_503_saying_so(team, running, monkeypatch, tmp_path):
+    from jobs import logs
+    from k8s_adapters.client import Cluster
+
+    job, pod, _ = running
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # a port nothing listens on (bound, never listening)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{closed.getsockname()[1]}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    gone = Cluster.connect(kubeconfig)
+    monkeypatch.setattr(logs, "get_cluster", lambda: gone)
+    bob, slug = client_for(team["bob"]), team["tenant"].slug
+    try:
+        log = bob.get(f"/tenants/{slug}/jobs/{job.name}/logs/{pod}/")
+        page = bob.get(f"/tenants/{slug}/jobs/{job.name}/logs/")
+        listed = bob.get(f"/api/v1/tenants/{slug}/jobs/{job.name}/pods/")
+    finally:
+        closed.close()
+    assert log.status_code == 503
+    assert log.content.decode().startswith("The log could not be read: the cluster did not answer")
+    assert page.status_code == 503
+    assert 'data-testid="unanswered"' in page.content.decode()
+    assert listed.status_code == 503
+    assert listed.json()["detail"].startswith("The cluster did not answer; try again in a moment")
 
 
 def test_a_download_is_an_attachment_named_after_job_and_pod(team, running):
@@ -128,4 +214,4 @@ def test_the_logs_page_shows_each_pod_with_its_node_and_events(team, running):
     assert f'data-testid="pod-{pod}"' in html
     assert "main #0" in html
     assert "on kwok-" in html
-    assert "follow=1" in html  # the viewer follows a running pod
+    assert "data-follow" in html  # the viewer follows a running pod
