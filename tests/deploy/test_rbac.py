@@ -361,8 +361,12 @@ def test_the_web_account_reads_what_its_pages_show_and_writes_nothing(
     web.list("v1", "Pod", namespace=namespace)  # a job's pods and their Events, for its page
     web.list("v1", "Event", namespace=namespace)
     assert web.get("whereabouts.cni.cncf.io/v1alpha1", "IPPool", "none", "kube-system") is None
+    assert web.get("v1", "Pod", "no-such-pod", namespace) is None  # allowed; there is none
     with pytest.raises(PermanentK8sError) as missing:  # allowed to read logs; there is no pod
         list(web.pod_log("no-such-pod", namespace))
+    assert missing.value.status == 404
+    with pytest.raises(PermanentK8sError) as missing:  # and to read them on from a cursor
+        web.pod_log_stamped("no-such-pod", namespace, limit_bytes=1024)
     assert missing.value.status == 404
     writes = [
         lambda: web.apply_one(
