@@ -9,8 +9,10 @@ RULES = [
     (
         ("exceeded quota",),
         "The tenant's ResourceQuota refused some of the job's pods, so the job is only partly "
-        "created; the portal's own admission and the quota disagree (was the quota edited by "
-        "hand?). A platform admin should re-sync the tenant.",
+        "created. The quota may still count the pods of a job that ended or was deleted a "
+        "moment ago: then Volcano creates the rest once those are gone. If this lasts, the "
+        "portal's own admission and the quota disagree (was the quota edited by hand?), and a "
+        "platform admin should re-sync the tenant.",
     ),
     (
         ("no storage class is set",),
