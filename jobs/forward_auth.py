@@ -300,12 +300,22 @@ def _response(answer: Answer) -> HttpResponse:
     return response
 
 
+def request_uri(headers) -> str:
+    """The path and query of the request the router asks about, from the header the router
+    itself sets: Traefik's X-Forwarded-Uri, or ingress-nginx's X-Original-URL (a whole URL; nginx
+    passes a client's own X-Forwarded-Uri through untouched, and sets no such header)."""
+    if settings.ROUTING_DRIVER != "ingress-nginx":
+        return headers.get("X-Forwarded-Uri") or "/"
+    parts = urlsplit(headers.get("X-Original-URL") or "/")
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
 @never_cache
 def forward_auth(request, endpoint_id):
     return _response(
         decide(
             endpoint_id,
-            uri=request.headers.get("X-Forwarded-Uri", "/"),
+            uri=request_uri(request.headers),
             cookie=request.headers.get("Cookie", ""),
             authorization=request.headers.get("Authorization", ""),
             accept=request.headers.get("Accept", ""),
@@ -380,7 +390,7 @@ class FastPath:
             return self.app(environ, start_response)
         answer = decide(
             int(endpoint_id),
-            uri=environ.get("HTTP_X_FORWARDED_URI", "/"),
+            uri=request_uri(_WsgiHeaders(environ)),
             cookie=environ.get("HTTP_COOKIE", ""),
             authorization=environ.get("HTTP_AUTHORIZATION", ""),
             accept=environ.get("HTTP_ACCEPT", ""),
@@ -397,6 +407,16 @@ class FastPath:
             headers.append(("Content-Type", "text/plain"))
         start_response(f"{answer.status} {_REASONS[answer.status]}", headers)
         return [payload]
+
+
+class _WsgiHeaders:
+    """A WSGI environ's request headers by their names, as `request.headers` reads them."""
+
+    def __init__(self, environ):
+        self.environ = environ
+
+    def get(self, name, default=None):
+        return self.environ.get("HTTP_" + name.upper().replace("-", "_"), default)
 
 
 _REASONS = {200: "OK", 302: "Found", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}

@@ -136,6 +136,13 @@ STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / ".local" / "staticfiles
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+if SESSION_COOKIE_SECURE:
+    # Host-only by their names: a job app on a sibling domain (x.endpoints.example.org beside
+    # portal.example.org) may set a cookie for all of example.org, but browsers refuse one
+    # named __Host-* with a Domain. Without the prefix it could plant its own session or CSRF
+    # token in the portal (a session fixation).
+    SESSION_COOKIE_NAME = "__Host-sessionid"
+    CSRF_COOKIE_NAME = "__Host-csrftoken"
 
 # Kubernetes: an explicit kubeconfig path, else the local development control plane when it
 # exists, else in-cluster config when running in a pod, else the client library's default.
@@ -295,8 +302,9 @@ if _portal_host == ENDPOINT_WILDCARD_DOMAIN or _portal_host.endswith(
 ):
     raise ImproperlyConfigured(
         f"The portal ({_portal_host}) must not live under ENDPOINT_WILDCARD_DOMAIN "
-        f"({ENDPOINT_WILDCARD_DOMAIN}): job apps could then set cookies the portal reads. Use a "
-        "sibling domain such as endpoints.example.org beside portal.example.org."
+        f"({ENDPOINT_WILDCARD_DOMAIN}): job apps would share its origin's cookies. Use a "
+        "sibling domain such as endpoints.example.org beside portal.example.org (the portal's "
+        "cookies are __Host- ones, which a sibling cannot set)."
     )
 if ROUTING_DRIVER not in ("traefik", "gateway-api", "ingress-nginx"):
     raise ImproperlyConfigured("ROUTING_DRIVER is traefik, gateway-api or ingress-nginx.")

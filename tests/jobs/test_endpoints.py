@@ -547,3 +547,51 @@ def test_starting_an_endpoint_that_cannot_open_says_why_and_gives_no_code(client
     assert closed.status_code == 403
     assert "closed when its job ended" in closed.content.decode()
     assert "Location" not in closed.headers
+
+
+def test_under_ingress_nginx_the_code_and_path_are_read_from_the_url_nginx_sets(
+    client, settings, team, notebook
+):
+    """ingress-nginx tells the auth service the request's URL in X-Original-URL, which it sets
+    itself, and passes a client's own headers through: a code or path in a client's
+    X-Forwarded-Uri is never read, and the real one is (else every sign-in went round again)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from django.test import Client
+
+    from portal.wsgi import application
+
+    settings.ROUTING_DRIVER = "ingress-nginx"
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    client.force_login(team["bob"])
+
+    def code():
+        answer = client.get(f"/auth/endpoint/{jupyter.pk}/start?rd=https://{jupyter.host}/lab")
+        return parse_qs(urlsplit(answer["Location"]).query)["gpp_code"][0]
+
+    def ask(original, forwarded="/"):
+        headers = {"HTTP_X_ORIGINAL_URL": original, "HTTP_X_FORWARDED_URI": forwarded}
+        return Client().get(f"/auth/endpoint/{jupyter.pk}", **headers)
+
+    url = f"https://{jupyter.host}/lab"
+    planted = ask(url, forwarded=f"/lab?gpp_code={code()}")
+    assert planted.status_code == 401  # the client's header: not read
+    signed_in = ask(f"{url}?gpp_code={code()}")
+    assert signed_in.status_code == 200
+    assert signed_in["X-Auth-Request-User"] == "bob"
+    assert "Set-Cookie" in signed_in.headers
+
+    answers = []  # the WSGI fast path reads the same header
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": f"/auth/endpoint/{jupyter.pk}",
+        "QUERY_STRING": "",
+        "HTTP_X_ORIGINAL_URL": f"{url}?gpp_code={code()}",
+        "HTTP_X_FORWARDED_URI": "/",
+        "SERVER_NAME": "portal",
+        "SERVER_PORT": "80",
+        "wsgi.url_scheme": "http",
+    }
+    application(environ, lambda status, headers: answers.append((status, dict(headers))))
+    assert answers[-1][0] == "200 OK"
+    assert answers[-1][1]["X-Auth-Request-User"] == "bob"
