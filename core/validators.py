@@ -30,3 +30,13 @@ def validate_storage_class_name(value: str) -> None:
             "Name a StorageClass: lowercase letters, digits, '-' and '.', for example 'fast-nvme'.",
             code="invalid_storage_class",
         )
+
+
+WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")  # ASCII digits only, and within a bigint
+
+
+def whole_number(text: object) -> int | None:
+    """A whole number sent as text (a form field, a query parameter, a path part), or None.
+    Not str.isdigit(): that takes '²' and other digits int() refuses, and any length."""
+    value = str(text if text is not None else "").strip()
+    return int(value) if WHOLE_NUMBER.fullmatch(value) else None

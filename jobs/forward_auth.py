@@ -42,6 +42,7 @@ from django.views.decorators.cache import never_cache
 
 from accounts.models import TOKEN_PREFIX, ApiToken, hash_token
 from core import metrics
+from core.validators import WHOLE_NUMBER
 from tenants.models import Membership
 
 from .models import Endpoint
@@ -386,7 +387,7 @@ class FastPath:
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
         endpoint_id = path[len(self.prefix) :] if path.startswith(self.prefix) else ""
-        if not endpoint_id.isdigit() or len(endpoint_id) > 18:
+        if not WHOLE_NUMBER.fullmatch(endpoint_id):
             return self.app(environ, start_response)
         answer = decide(
             int(endpoint_id),

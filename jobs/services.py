@@ -16,6 +16,7 @@ from accounts.models import SSHKey
 from core.cluster import node_gpus
 from core.reconcile import enqueue
 from core.unique import taken_is_invalid
+from core.validators import whole_number
 from networking import attach
 from tenants.access import has_role
 from tenants.choices import Role
@@ -141,7 +142,8 @@ def template_version(
     template = JobTemplate.objects.for_tenant(tenant).filter(name=str(name))
     versions = JobTemplateVersion.objects.filter(template=Subquery(template.values("pk")[:1]))
     if version not in (None, ""):
-        versions = versions.filter(version=version) if str(version).isdigit() else versions.none()
+        number = whole_number(version)
+        versions = versions.filter(version=number) if number is not None else versions.none()
     found = versions.select_related("template").order_by("-version").first()  # one query
     if found is not None:
         return found

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
+from core.validators import whole_number
 from k8s_adapters.errors import K8sError
 from k8s_adapters.volcano import build_job
 from networking.addresses import job_addresses
@@ -377,10 +378,10 @@ def volume_action(request, slug, volume_id):
 
 def _whole_number(form, field, what, example):
     """A whole number the form sent, or a ValidationError that says what to give."""
-    value = str(form.get(field) or "").strip()
-    if not value.isdigit():
+    value = whole_number(form.get(field))
+    if value is None:
         raise ValidationError(f"Give the {what} as a whole number, for example {example}.")
-    return int(value)
+    return value
 
 
 @login_required
@@ -402,9 +403,9 @@ def endpoint_extend(request, slug, name, endpoint):
 def expiry_board(request):
     require_platform_admin(request.user)
     if request.method == "POST":
-        pk = str(request.POST.get("endpoint") or "")
         row = get_object_or_404(
-            Endpoint.objects.select_related("job__tenant"), pk=pk if pk.isdigit() else None
+            Endpoint.objects.select_related("job__tenant"),
+            pk=whole_number(request.POST.get("endpoint")),
         )
         try:
             if "reclaim" in request.POST:

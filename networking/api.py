@@ -18,6 +18,9 @@ class PoolSerializer(NoUnknownFields, serializers.ModelSerializer):
     tenants = SlugRelatedField(
         slug_field="slug", many=True, required=False, queryset=Tenant.objects.active()
     )
+    exclusions = serializers.ListField(
+        child=serializers.CharField(max_length=100, allow_blank=True), required=False
+    )
     usage = serializers.SerializerMethodField()
     conflicts = serializers.SerializerMethodField()
     warnings = serializers.SerializerMethodField()

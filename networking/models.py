@@ -157,6 +157,8 @@ class IPPool(Reconciled):
         return ipmath.merge(intervals)
 
     def clean(self):
+        if not (self.cidr and self.range_start and self.range_end):
+            return  # the missing or malformed field has its own error already
         net = self._clean_network()
         errors = {}
         smallest = 30 if net.version == 4 else 126

@@ -263,13 +263,16 @@ def _check_keeps_an_admin(membership: Membership) -> None:
     manage its members. (Members from SSO groups follow the provider's claims.)"""
     if membership.role != Role.ADMIN:
         return
-    others = Membership.objects.filter(tenant=membership.tenant_id, role=Role.ADMIN)
+    # A deactivated admin manages nothing: only active ones count.
+    others = Membership.objects.filter(
+        tenant=membership.tenant_id, role=Role.ADMIN, user__is_active=True
+    )
     if not others.exclude(pk=membership.pk).exists():
         raise ValidationError(
             {
                 "role": (
-                    f"{membership.user.username} is the only admin of {membership.tenant.slug}; "
-                    "make another member admin first."
+                    f"{membership.user.username} is the only active admin of "
+                    f"{membership.tenant.slug}; make another member admin first."
                 )
             }
         )

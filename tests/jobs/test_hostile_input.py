@@ -2,6 +2,7 @@
 server-side dry run), and everything else is a refusal with a field path that says what to fix."""
 
 import time
+from urllib.parse import quote
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -400,3 +401,32 @@ def test_two_ip_pools_never_share_a_network_attachment_name(pools):
     assert len(first) == len(second) == 2
     assert not first & second
     assert all(len(name) <= 63 for name in first | second)
+
+
+@pytest.mark.parametrize("number", ["²", "٣", "9" * 40, "-1", " "])
+def test_numbers_that_are_not_plain_digits_are_refused_not_a_500(
+    client, team, templates, number, django_capture_on_commit_callbacks
+):
+    """str.isdigit() takes '²' (which int() refuses) and any length: each of these was a 500."""
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["jupyter-ssh"],
+            name="nums",
+        )
+    jupyter = Endpoint.objects.get(job=job, name="jupyter")
+    client.force_login(team["bob"])
+    slug = team["tenant"].slug
+    extended = client.post(
+        f"/tenants/{slug}/jobs/nums/endpoints/jupyter/extend/", {"hours": number}, follow=True
+    )
+    assert extended.status_code == 200
+    assert "as a whole number" in extended.content.decode()
+    client.force_login(team["admin"])
+    assert client.post("/console/endpoints/", {"endpoint": number}).status_code == 404
+    launch = f"/tenants/{slug}/jobs/launch/"
+    assert client.get(launch, {"template": "pytorch-ddp", "version": number}).status_code == 404
+    assert client.get(f"/auth/endpoint/{quote(number)}").status_code == 404
+    assert jupyter.pk  # the endpoint itself was there all along

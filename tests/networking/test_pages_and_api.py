@@ -176,3 +176,31 @@ def test_pools_larger_than_whereabouts_copes_with_are_saved_with_a_warning(team,
     form.update(purpose="compute", gateway="", exclusions="")
     page = client.post("/network/pools/new/", form, follow=True).content.decode()
     assert "This range holds 16382 addresses." in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"range_start": ""}, "range_start"),
+        ({"range_end": "not an address"}, "range_end"),
+        ({"cidr": ""}, "cidr"),
+    ],
+)
+def test_a_pool_form_missing_an_address_says_which_and_saves_nothing(admin, change, field):
+    form = {**POOL, "name": "half", "cni_type": "ipvlan-l2", "mtu": "1500", "exclusions": ""}
+    form.update(purpose="management", **change)
+    page = api(admin).post("/network/pools/new/", form)
+    assert page.status_code == 200  # the form again, with its error; never a 500
+    assert f'id="id_{field}"' in page.content.decode()
+    assert page.context["form"].errors[field]
+    assert not IPPool.objects.filter(name="half").exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("exclusions", [[1], [None], [{"a": 1}], "10.88.0.5"])
+def test_exclusions_that_are_not_a_list_of_addresses_are_a_field_error(admin, exclusions):
+    body = {**POOL, "name": "excl", "exclusions": exclusions}
+    answer = api(admin).post("/api/v1/ip-pools/", body, format="json")
+    assert answer.status_code == 400
+    assert "exclusions" in answer.json()["errors"]

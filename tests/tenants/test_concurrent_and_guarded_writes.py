@@ -32,14 +32,14 @@ def test_a_tenants_only_admin_can_neither_step_down_nor_leave(people, client):
     answer = api(alice).patch(members_url(vision, own.pk), {"role": "viewer"}, format="json")
     assert answer.status_code == 400
     assert answer.json()["errors"]["role"][0]["message"] == (
-        f"alice is the only admin of {vision.slug}; make another member admin first."
+        f"alice is the only active admin of {vision.slug}; make another member admin first."
     )
     assert api(alice).delete(members_url(vision, own.pk)).status_code == 400
     client.force_login(alice)  # the page says the same
     page = client.post(
         f"/tenants/{vision.slug}/members/{own.pk}/", {"remove": "1"}, follow=True
     ).content.decode()
-    assert "alice is the only admin of" in page
+    assert "alice is the only active admin of" in page
     own.refresh_from_db()
     assert own.role == Role.ADMIN
     assert not AuditEvent.objects.filter(action__startswith="membership.").exists()
@@ -47,6 +47,10 @@ def test_a_tenants_only_admin_can_neither_step_down_nor_leave(people, client):
     bob = Membership.objects.get(tenant=vision, user=people["bob"])
     promoted = api(alice).patch(members_url(vision, bob.pk), {"role": "admin"}, format="json")
     assert promoted.status_code == 200
+    # An admin whose account is deactivated manages nothing: she is still the only one.
+    type(people["bob"]).objects.filter(pk=people["bob"].pk).update(is_active=False)
+    assert api(alice).delete(members_url(vision, own.pk)).status_code == 400
+    type(people["bob"]).objects.filter(pk=people["bob"].pk).update(is_active=True)
     assert api(alice).delete(members_url(vision, own.pk)).status_code == 204  # now she may
 
 
