@@ -47,8 +47,7 @@ def find(pool, reservations, other_pools):
     for other in other_pools:
         if (
             other.pk != pool.pk
-            and other.vlan == pool.vlan
-            and other.master == pool.master
+            and other.master_device == pool.master_device
             and other.version == pool.version
             and ipmath.overlaps(pool.interval, other.interval)
         ):

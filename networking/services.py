@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from core.reconcile import enqueue, send
 from core.unique import taken_is_invalid
@@ -50,11 +50,23 @@ def _reconcile(pool: IPPool) -> None:
     enqueue("networking.reconcile_pool", pool.pk)
 
 
+# Taken by every pool write until its transaction ends: two writes checking for overlap at once
+# would each find the other's range free.
+POOL_WRITES_LOCK = 0x6770_706F_6F6C  # "gppool"
+
+
 def _check_overlap(pool: IPPool) -> None:
-    """No two pools of one L2 domain (same VLAN on the same host interface) may overlap."""
+    """No two pools of one L2 domain (the interface the CNI plugin attaches to: a VLAN on a host
+    interface, however written, `bond0` with VLAN 10 or `bond0.10`) may overlap."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [POOL_WRITES_LOCK])
     mine = pool.interval
-    same_domain = IPPool.objects.filter(vlan=pool.vlan, master=pool.master).exclude(pk=pool.pk)
-    for other in same_domain:
+    others = IPPool.objects.exclude(pk=pool.pk).only(
+        "name", "cidr", "range_start", "range_end", "master", "vlan"
+    )
+    for other in others:
+        if other.master_device != pool.master_device:
+            continue
         if other.version == pool.version and ipmath.overlaps(mine, other.interval):
             raise ValidationError(
                 {

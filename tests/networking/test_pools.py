@@ -76,6 +76,48 @@ def test_overlapping_pools_on_one_l2_domain_are_refused_naming_the_other(make_po
     assert make_pool(
         name="other-vlan", vlan=200, range_start="10.20.0.100", range_end="10.20.0.150"
     ).pk
+    # The same interface written the other way (the VLAN in its name): the same L2 domain.
+    found = errors(
+        make_pool,
+        name="compute-c",
+        master="bond0.100",
+        vlan=None,
+        range_start="10.20.0.50",
+        range_end="10.20.0.60",
+    )
+    assert found["range_start"] == [
+        "This range overlaps pool 'compute-a' (10.20.0.10-10.20.0.100)"
+        " on the same L2 domain (bond0.100)."
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_overlapping_pools_created_at_once_are_not_both_saved(admin):
+    from networking.models import IPPool
+    from tests.helpers import in_threads
+
+    gate = threading.Barrier(2)  # both check for overlap in the same instant
+
+    def create(name):
+        def call():
+            gate.wait(timeout=30)
+            return services.create_pool(
+                actor=admin,
+                name=name,
+                cidr="10.21.0.0/24",
+                range_start="10.21.0.10",
+                range_end="10.21.0.100",
+                master="bond0",
+                vlan=121,
+            )
+
+        return call
+
+    results, errors_seen = in_threads(create("race-a"), create("race-b"))
+    assert len([r for r in results if r is not None]) == 1
+    assert len(errors_seen) == 1
+    assert "overlaps pool" in str(errors_seen[0])
+    assert IPPool.objects.filter(name__startswith="race-").count() == 1
 
 
 @pytest.mark.parametrize(
