@@ -87,7 +87,9 @@ class Answer:
 
 
 class TTLCache:
-    """A small per-process cache; entries live FORWARD_AUTH_CACHE_SECONDS."""
+    """A small per-process cache; entries live FORWARD_AUTH_CACHE_SECONDS. When full, the entry
+    stored longest ago goes: a flood of unknown tokens or endpoint ids (each a miss, each
+    stored) wears the cache down one entry at a time, never empties it for everyone at once."""
 
     def __init__(self, size: int = 10_000):
         self.size, self.data = size, {}
@@ -98,8 +100,9 @@ class TTLCache:
         if hit and hit[0] > now:
             return hit[1]
         value = load()
-        if len(self.data) >= self.size:
-            self.data.clear()
+        self.data.pop(key, None)  # stored again: now the newest
+        while len(self.data) >= self.size:
+            self.data.pop(next(iter(self.data)))
         self.data[key] = (now + settings.FORWARD_AUTH_CACHE_SECONDS, value)
         return value
 
@@ -288,7 +291,8 @@ def decide(
             return Answer(302, {"Location": f"{start}?{urlencode({'next': target})}"})
         return Answer(401, {"WWW-Authenticate": 'Bearer realm="gpu-portal"'}, "sign in first")
     if not allowed(user, facts):
-        return _refusal(403, f"Only members of {facts.tenant} may open this.", browser=browser)
+        # The tenant is not named: the refusal is said to anyone with a token, member or not.
+        return _refusal(403, "Only members of the job's tenant may open this.", browser=browser)
     return Answer(200, _identity(user, facts, others))
 
 

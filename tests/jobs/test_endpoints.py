@@ -595,3 +595,37 @@ def test_under_ingress_nginx_the_code_and_path_are_read_from_the_url_nginx_sets(
     application(environ, lambda status, headers: answers.append((status, dict(headers))))
     assert answers[-1][0] == "200 OK"
     assert answers[-1][1]["X-Auth-Request-User"] == "bob"
+
+
+def test_a_full_forward_auth_cache_drops_its_oldest_entry_not_all(settings):
+    """A flood of unknown tokens (each a miss, each stored) must not empty the cache of the
+    endpoints and users every request of every member needs."""
+    from jobs.forward_auth import TTLCache
+
+    settings.FORWARD_AUTH_CACHE_SECONDS = 60
+    cache = TTLCache(size=3)
+    loads = []
+
+    def load(key):
+        return lambda: loads.append(key) or key
+
+    for key in ("member", "a", "b"):
+        cache.get(key, load(key))
+    cache.get("member", load("member"))  # a hit: not loaded again
+    for key in ("c", "d"):
+        cache.get(key, load(key))
+    assert loads == ["member", "a", "b", "c", "d"]
+    assert list(cache.data) == ["b", "c", "d"]  # the two stored longest ago went, one by one
+
+
+def test_a_refusal_does_not_name_the_tenant(team, notebook):
+    """Anyone with a personal token may ask about any endpoint id: a non-member learns it is
+    refused, not whose it is."""
+    from accounts.models import ApiToken
+    from jobs.forward_auth import decide
+
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    raw = ApiToken.issue(team["charlie"], "t")[1]
+    answer = decide(jupyter.pk, uri="/", authorization=f"Bearer {raw}", accept="*/*")
+    assert answer.status == 403
+    assert team["tenant"].slug not in answer.body
