@@ -22,6 +22,7 @@ changed password or a reclaimed endpoint is refused within that time; expiry is 
 against the clock on every request.
 """
 
+import hashlib
 import secrets
 import time
 from dataclasses import dataclass
@@ -173,8 +174,36 @@ def allowed(user: UserFacts, facts: EndpointFacts) -> bool:
     return user.id in facts.members
 
 
-def issue_cookie(facts: EndpointFacts, user: UserFacts) -> str:
-    return signing.dumps({"e": facts.id, "u": user.id, "h": user.auth_hash}, salt=COOKIE_SALT)
+# The portal sessions that opened endpoints, by a hash of their key, while signed in: an
+# endpoint cookie holds its session's hash and is taken only while that session is signed in,
+# so signing out of the portal (on a shared machine) ends the access of its endpoint cookies.
+# Should the cache lose one, its cookies go through the portal's hand-off again (at once, for
+# a browser still signed in).
+SESSION_INDEX = "endpoint-session:{}"
+
+
+def session_mark(session_key: str) -> str:
+    return hashlib.sha256(f"{COOKIE_SALT}:{session_key}".encode()).hexdigest()[:40]
+
+
+def remember_session(session_key: str, user_id: int) -> str:
+    mark = session_mark(session_key)
+    cache.set(SESSION_INDEX.format(mark), user_id, settings.SESSION_COOKIE_AGE)
+    return mark
+
+
+def forget_session(session_key: str) -> None:
+    cache.delete(SESSION_INDEX.format(session_mark(session_key)))
+
+
+def session_user(mark: str) -> int | None:
+    """The user the portal session of this mark is signed in as, or None once it signed out."""
+    return _cache.get(("session", mark), lambda: cache.get(SESSION_INDEX.format(mark)))
+
+
+def issue_cookie(facts: EndpointFacts, user: UserFacts, mark: str) -> str:
+    payload = {"e": facts.id, "u": user.id, "h": user.auth_hash, "s": mark}
+    return signing.dumps(payload, salt=COOKIE_SALT)
 
 
 def cookie_user(value: str, facts: EndpointFacts) -> UserFacts | None:
@@ -187,6 +216,8 @@ def cookie_user(value: str, facts: EndpointFacts) -> UserFacts | None:
     user = user_facts(data.get("u"))
     if user is None or not secrets.compare_digest(user.auth_hash, str(data.get("h", ""))):
         return None  # deactivated, or the password changed since the cookie was issued
+    if session_user(str(data.get("s", ""))) != user.id:
+        return None  # its portal session signed out
     return user
 
 
@@ -253,7 +284,7 @@ def _redeem(facts: EndpointFacts, code: str, target: str, *, redirect: bool) -> 
     user = user_facts(data["u"])
     if user is None or not allowed(user, facts):
         return _refusal(403, "You may not open this endpoint.", browser=True)
-    cookie = _set_cookie(issue_cookie(facts, user))
+    cookie = _set_cookie(issue_cookie(facts, user, data.get("s", "")))
     if redirect:  # Traefik: straight back to where the browser was going, without the code
         return Answer(302, {"Location": target, "Set-Cookie": cookie})
     return Answer(200, {**_identity(user, facts, ""), "Set-Cookie": cookie})
@@ -370,7 +401,8 @@ def start(request, endpoint_id):
             request, "jobs/endpoint_refused.html", {**context, "reason": reason}, status=403
         )
     code = secrets.token_urlsafe(32)
-    cache.set(f"endpoint-code:{code}", {"e": facts.id, "u": user.id}, CODE_SECONDS)
+    mark = remember_session(request.session.session_key, user.id)
+    cache.set(f"endpoint-code:{code}", {"e": facts.id, "u": user.id, "s": mark}, CODE_SECONDS)
     target = _target(request, facts)
     separator = "&" if "?" in target else "?"
     return HttpResponseRedirect(

@@ -90,8 +90,9 @@ def portal_session(user):
     return client.cookies["sessionid"].value
 
 
-def handshake(client, endpoint, user, path="/lab?x=1"):
-    """What a browser does on its first visit: returns (its endpoint cookie, the answers)."""
+def handshake(client, endpoint, user, path="/lab?x=1", session=None):
+    """What a browser does on its first visit (signed in to the portal with `session`, or a
+    session of its own): returns (its endpoint cookie, the answers)."""
     import requests
 
     first = client.get(endpoint.host, path, Accept="text/html")
@@ -99,7 +100,7 @@ def handshake(client, endpoint, user, path="/lab?x=1"):
     start = first.headers["Location"]
     back = requests.get(
         start,
-        headers={"Cookie": f"sessionid={portal_session(user)}"},
+        headers={"Cookie": f"sessionid={session or portal_session(user)}"},
         allow_redirects=False,
         timeout=30,
     )
@@ -348,6 +349,47 @@ def test_each_revocation_is_refused_within_30_seconds(
         message=f"a refusal after the {cause} was revoked",
     )
     assert time.monotonic() - revoked_at < REVOCATION_LIMIT
+
+
+def sign_out(session):
+    """Sign the portal session out, as its browser's Sign out button does."""
+    import re
+
+    import requests
+
+    browser = requests.Session()
+    browser.cookies.set("sessionid", session)
+    url = f"{routing_portal()}/accounts/logout/"
+    page = browser.get(url, timeout=30).text
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    answer = browser.post(
+        url, data={"csrfmiddlewaretoken": token}, headers={"Referer": url}, timeout=30
+    )
+    assert answer.ok, answer.status_code
+
+
+def test_signing_out_of_the_portal_ends_the_endpoint_access_of_that_browser(
+    cluster, team, upstream, routing
+):
+    """On a shared machine, the next person must not keep the previous one's access to the
+    apps they opened; another browser of the same person, still signed in, keeps its own."""
+    endpoint = launch(cluster, upstream, team["tenant"], team["bob"], "so")
+    served(routing, endpoint, ApiToken.issue(team["bob"], "t")[1])
+    session = portal_session(team["bob"])
+    shared = {"Cookie": handshake(routing, endpoint, team["bob"], session=session)[0]}
+    other = {"Cookie": handshake(routing, endpoint, team["bob"])[0]}
+    assert routing.get(endpoint.host, "/", **shared).status_code == 200
+    assert routing.get(endpoint.host, "/", **other).status_code == 200
+    signed_out_at = time.monotonic()
+    sign_out(session)
+    wait_for(
+        lambda: refused(routing.get(endpoint.host, "/", **shared)),
+        timeout=REVOCATION_LIMIT,
+        interval=0.5,
+        message="the signed-out browser's endpoint cookie to be refused",
+    )
+    assert time.monotonic() - signed_out_at < REVOCATION_LIMIT
+    assert routing.get(endpoint.host, "/", **other).status_code == 200
 
 
 def test_the_gateway_api_route_lets_members_in_and_keeps_others_out(
