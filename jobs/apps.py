@@ -8,7 +8,6 @@ class JobsConfig(AppConfig):
         from networking import services as network_services
         from tenants import services as tenant_services
 
-        from . import signals  # noqa: F401  (signing out ends endpoint access)
         from .services import active_jobs_description, pool_jobs_description
 
         tenant_services.archive_blockers.append(active_jobs_description)

@@ -23,23 +23,28 @@ against the clock on every request.
 """
 
 import hashlib
+import logging
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from importlib import import_module
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth import SESSION_KEY, get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.core.cache import cache
+from django.db import DatabaseError
 from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.html import escape
 from django.views.decorators.cache import never_cache
+from redis.exceptions import RedisError
 
 from accounts.models import TOKEN_PREFIX, ApiToken, hash_token
 from core import metrics
@@ -48,6 +53,9 @@ from tenants.models import Membership
 
 from .models import Endpoint
 from .routes import endpoint_origin, safe_path
+
+SessionStore = import_module(settings.SESSION_ENGINE).SessionStore
+log = logging.getLogger(__name__)
 
 CODE_PARAM = "gpp_code"
 CODE_SECONDS = 60
@@ -94,17 +102,19 @@ class TTLCache:
 
     def __init__(self, size: int = 10_000):
         self.size, self.data = size, {}
+        self.lock = threading.Lock()  # the server's threads share it
 
     def get(self, key: Any, load: Any) -> Any:
         now = time.monotonic()
         hit = self.data.get(key)
         if hit and hit[0] > now:
             return hit[1]
-        value = load()
-        self.data.pop(key, None)  # stored again: now the newest
-        while len(self.data) >= self.size:
-            self.data.pop(next(iter(self.data)))
-        self.data[key] = (now + settings.FORWARD_AUTH_CACHE_SECONDS, value)
+        value = load()  # outside the lock: other threads' hits never wait for a load
+        with self.lock:
+            self.data.pop(key, None)  # stored again: now the newest
+            while len(self.data) >= self.size:
+                self.data.pop(next(iter(self.data)))
+            self.data[key] = (now + settings.FORWARD_AUTH_CACHE_SECONDS, value)
         return value
 
 
@@ -174,11 +184,12 @@ def allowed(user: UserFacts, facts: EndpointFacts) -> bool:
     return user.id in facts.members
 
 
-# The portal sessions that opened endpoints, by a hash of their key, while signed in: an
-# endpoint cookie holds its session's hash and is taken only while that session is signed in,
-# so signing out of the portal (on a shared machine) ends the access of its endpoint cookies.
-# Should the cache lose one, its cookies go through the portal's hand-off again (at once, for
-# a browser still signed in).
+# The portal sessions that opened endpoints: an endpoint cookie holds a hash of its session's
+# key (never the key, which stays on the server, in this index) and is taken only while that
+# session is signed in as its user. Signing out, a session that expired, and another user
+# signing in on the same browser (which ends the session) all end the access of its endpoint
+# cookies, on a shared machine too. Should the cache lose an entry, its cookies go through the
+# portal's hand-off again (at once, for a browser still signed in).
 SESSION_INDEX = "endpoint-session:{}"
 
 
@@ -186,19 +197,26 @@ def session_mark(session_key: str) -> str:
     return hashlib.sha256(f"{COOKIE_SALT}:{session_key}".encode()).hexdigest()[:40]
 
 
-def remember_session(session_key: str, user_id: int) -> str:
-    mark = session_mark(session_key)
-    cache.set(SESSION_INDEX.format(mark), user_id, settings.SESSION_COOKIE_AGE)
+def remember_session(session) -> str:
+    mark = session_mark(session.session_key)
+    cache.set(SESSION_INDEX.format(mark), session.session_key, session.get_expiry_age())
     return mark
 
 
-def forget_session(session_key: str) -> None:
-    cache.delete(SESSION_INDEX.format(session_mark(session_key)))
-
-
 def session_user(mark: str) -> int | None:
-    """The user the portal session of this mark is signed in as, or None once it signed out."""
-    return _cache.get(("session", mark), lambda: cache.get(SESSION_INDEX.format(mark)))
+    """The user the portal session of this mark is signed in as now, or None."""
+    return _cache.get(("session", mark), lambda: _load_session_user(mark))
+
+
+def _load_session_user(mark: str) -> int | None:
+    try:
+        key = cache.get(SESSION_INDEX.format(mark)) if mark else None
+        data = SessionStore(session_key=key).load() if key else {}
+    except (RedisError, DatabaseError):  # refused, not a 500: the hand-off says what is wrong
+        log.exception("could not read the portal session behind an endpoint cookie")
+        return None
+    user_id = data.get(SESSION_KEY)
+    return int(user_id) if str(user_id or "").isdecimal() else None
 
 
 def issue_cookie(facts: EndpointFacts, user: UserFacts, mark: str) -> str:
@@ -401,7 +419,7 @@ def start(request, endpoint_id):
             request, "jobs/endpoint_refused.html", {**context, "reason": reason}, status=403
         )
     code = secrets.token_urlsafe(32)
-    mark = remember_session(request.session.session_key, user.id)
+    mark = remember_session(request.session)
     cache.set(f"endpoint-code:{code}", {"e": facts.id, "u": user.id, "s": mark}, CODE_SECONDS)
     target = _target(request, facts)
     separator = "&" if "?" in target else "?"

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 
 from core.cluster import get_cluster
-from k8s_adapters.errors import K8sError
+from k8s_adapters.errors import K8sError, PermanentK8sError
 from k8s_adapters.pods import LogCursor, PodFacts, job_pod, job_pods, lines_after
 
 from .models import Job
@@ -92,13 +92,13 @@ def log_request(params) -> LogRequest:
     return LogRequest(params.get("container", ""), int(tail) if tail else None, cursor, download)
 
 
-def read_on(job: Job, pod: PodFacts, asked: LogRequest) -> tuple[bytes, LogCursor | None]:
+def read_on(job: Job, pod: PodFacts, asked: LogRequest) -> tuple[bytes, LogCursor | None, bool]:
     """The container's lines after `asked.after` (or its last `asked.tail` lines, or all it
-    has), at most one read's worth, and the cursor to read on from. Each read is short: a
-    page follows a log by reading on every few seconds, never by holding a connection (and a
-    web thread) open."""
+    has), at most one read's worth; the cursor to read on from; and whether the read was cut
+    at that size (then more is there already). Each read is short: a page follows a log by
+    reading on every few seconds, never by holding a connection (and a web thread) open."""
     if not pod.has_started:
-        return f"[{pod.name} is {pod.phase}: no log yet]\n".encode(), asked.after
+        return f"[{pod.name} is {pod.phase}: no log yet]\n".encode(), asked.after, False
     data = get_cluster().pod_log_stamped(
         pod.name,
         job.tenant.namespace,
@@ -108,11 +108,12 @@ def read_on(job: Job, pod: PodFacts, asked: LogRequest) -> tuple[bytes, LogCurso
         limit_bytes=settings.LOG_READ_LIMIT_BYTES,
     )
     text, cursor = lines_after(data, asked.after)
-    if not text and asked.after and len(data) >= settings.LOG_READ_LIMIT_BYTES:
+    cut = len(data) >= settings.LOG_READ_LIMIT_BYTES
+    if not text and asked.after and cut:
         # One second of output larger than a read: reading on from it would never get past.
         cursor = asked.after.next_second()
         text = SKIPPED
-    return text, cursor
+    return text, cursor, cut
 
 
 def log_chunks(job: Job, pod: PodFacts, *, container: str = "") -> Iterator[bytes]:
@@ -133,10 +134,28 @@ def log_chunks(job: Job, pod: PodFacts, *, container: str = "") -> Iterator[byte
         yield f"\n[the log could not be read: {exc.message}]\n".encode()
 
 
+def _unread(error: K8sError) -> HttpResponse:
+    if error.status == 404:
+        status, text = 404, "This pod is gone: its job ended or Volcano removed it."
+    elif error.status == 400:  # what was asked (a time, a container) the cluster will not read
+        status, text = 400, f"The cluster refused to read this log: {error.message}"
+    elif isinstance(error, PermanentK8sError):  # the portal's own rights, say
+        status, text = 503, f"The cluster refused to read this log: {error.message}"
+    else:
+        status = 503
+        text = (
+            f"The log could not be read: the cluster did not answer ({error.message}). Try "
+            "again in a moment."
+        )
+    return HttpResponse(text + "\n", status=status, content_type="text/plain; charset=utf-8")
+
+
 def log_response(job, pod_name, params):
     """The HTTP answer for a pod's log, for the page and the API: text, with the cursor to
-    read on from (X-Log-Cursor) and whether more may come (X-Log-Open); or, for a download,
-    the whole log as a file. A cluster that does not answer is a 503 saying so."""
+    read on from (X-Log-Cursor), whether more may come (X-Log-Open) and whether more is there
+    already, for reading on at once (X-Log-More: the read was cut at its size); or, for a
+    download, the whole log as a file. A pod gone meanwhile is a 404, a refused read a 400, and
+    a cluster that does not answer a 503, each saying so."""
     asked = log_request(params)
     try:
         pod = find_pod(job, pod_name)
@@ -149,18 +168,15 @@ def log_response(job, pod_name, params):
             )
             response["Content-Disposition"] = f'attachment; filename="{job.name}-{pod.name}.log"'
         else:
-            text, cursor = read_on(job, pod, asked)
+            text, cursor, cut = read_on(job, pod, asked)
             response = HttpResponse(text, content_type="text/plain; charset=utf-8")
             if cursor is not None:
                 response["X-Log-Cursor"] = str(cursor)
-            response["X-Log-Open"] = "1" if pod.phase in ("Pending", "Running") else "0"
+            running = pod.phase in ("Pending", "Running")
+            response["X-Log-Open"] = "1" if running or cut else "0"
+            response["X-Log-More"] = "1" if cut else "0"
     except K8sError as exc:
-        response = HttpResponse(
-            f"The log could not be read: the cluster did not answer ({exc.message}). Try again "
-            "in a moment.\n",
-            status=503,
-            content_type="text/plain; charset=utf-8",
-        )
+        response = _unread(exc)
     response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "no-store"
     return response

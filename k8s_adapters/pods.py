@@ -4,6 +4,7 @@ read on from a cursor (`LogCursor`, `lines_after`)."""
 
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
 
 from .events import EventFacts, events_for
@@ -101,6 +102,7 @@ def job_pod(cluster: "Cluster", namespace: str, job_name: str, name: str) -> Pod
 _STAMP = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z"
 _STAMPED = re.compile(rb"(" + _STAMP.encode() + rb") ?")
 _CURSOR = re.compile(rf"({_STAMP})/([0-9]{{1,9}})")
+_SECONDS = "%Y-%m-%dT%H:%M:%S"
 
 
 def _moment(stamp: str) -> tuple[str, int]:
@@ -122,9 +124,16 @@ class LogCursor:
 
     @classmethod
     def parse(cls, text: str) -> Self | None:
-        """The cursor a read returned; None for any other text."""
+        """The cursor a read returned; None for any other text (a time that does not exist
+        too: the API server would refuse it)."""
         found = _CURSOR.fullmatch(text)
-        return cls(found.group(1), int(found.group(2))) if found else None
+        if found is None:
+            return None
+        try:
+            datetime.strptime(_moment(found.group(1))[0], _SECONDS)
+        except ValueError:
+            return None
+        return cls(found.group(1), int(found.group(2)))
 
     @property
     def since_time(self) -> str:
@@ -132,9 +141,10 @@ class LogCursor:
         return _moment(self.stamp)[0] + "Z"
 
     def next_second(self) -> Self:
-        """Past every line of its second (for a second that holds more than one read)."""
-        seconds = _moment(self.stamp)[0]
-        return type(self)(f"{seconds}.999999999Z", 999_999_999)
+        """The start of the second after its own, past every line of its second (for a second
+        that holds more than one read: reading on from within it would get the same read)."""
+        second = datetime.strptime(_moment(self.stamp)[0], _SECONDS) + timedelta(seconds=1)
+        return type(self)(f"{second.strftime(_SECONDS)}.000000000Z", 0)
 
 
 def lines_after(data: bytes, after: LogCursor | None) -> tuple[bytes, LogCursor | None]:

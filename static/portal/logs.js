@@ -1,6 +1,7 @@
-// Job logs: each <pre data-log-url> shows its pod's last lines, and, with data-follow, reads on
-// from where the last read ended (the X-Log-Cursor header) every few seconds while the pod may
-// write more (X-Log-Open), more slowly while nothing comes and not while the tab is hidden.
+// Job logs: each <pre data-log-url> shows its pod's last lines, and reads on from where the
+// last read ended (the X-Log-Cursor header): at once while the log holds more than a read
+// (X-Log-More), and, with data-follow, every few seconds while the pod may write more
+// (X-Log-Open), more slowly while nothing comes and not while the tab is hidden.
 // Every read is a short request: no connection is held open. Text goes in as text, never HTML.
 (function () {
   const FIRST = 2000, SLOWEST = 15000;
@@ -55,6 +56,7 @@
             : "The container wrote no output.";
         }
         cursor = response.headers.get("X-Log-Cursor") || cursor;
+        if (response.headers.get("X-Log-More") === "1") continue;  // more there already
         if (!follow || response.headers.get("X-Log-Open") !== "1") break;
         wait = text ? FIRST : Math.min(SLOWEST, wait * 1.5);
       } else if (response && response.status < 500) {

@@ -629,3 +629,42 @@ def test_a_refusal_does_not_name_the_tenant(team, notebook):
     answer = decide(jupyter.pk, uri="/", authorization=f"Bearer {raw}", accept="*/*")
     assert answer.status == 403
     assert team["tenant"].slug not in answer.body
+
+
+def test_an_expired_portal_session_ends_the_endpoint_access_it_opened(
+    client, team, notebook, settings
+):
+    """A shared machine where nobody signed out: once the portal session expires, the apps it
+    opened in that browser close with it, not hours later."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from jobs.forward_auth import SessionStore, decide
+    from tests.helpers import wait_for
+
+    settings.FORWARD_AUTH_CACHE_SECONDS = 0
+    settings.SESSION_COOKIE_AGE = 3
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    signed_in = client.post("/accounts/login/", {"login": "bob", "password": "pw-bob"})
+    assert signed_in.status_code == 302
+
+    def opened(browser):
+        start = browser.get(f"/auth/endpoint/{jupyter.pk}/start")
+        code = parse_qs(urlsplit(start["Location"]).query)["gpp_code"][0]
+        landed = decide(jupyter.pk, uri=f"/?gpp_code={code}", redirect=True, accept="text/html")
+        return landed.headers["Set-Cookie"].split(";", 1)[0]
+
+    cookie = opened(client)
+    assert decide(jupyter.pk, cookie=cookie).status == 200
+    wait_for(
+        lambda: decide(jupyter.pk, cookie=cookie).status == 401,
+        timeout=10,
+        interval=0.5,
+        message="the endpoint cookie to go with its expired session",
+    )
+    # A session ended without a sign-out (flushed by a sign-in, or removed by an admin) too.
+    settings.SESSION_COOKIE_AGE = 3600
+    client.post("/accounts/login/", {"login": "bob", "password": "pw-bob"})
+    cookie = opened(client)
+    assert decide(jupyter.pk, cookie=cookie).status == 200
+    SessionStore(client.session.session_key).delete()
+    assert decide(jupyter.pk, cookie=cookie).status == 401

@@ -113,6 +113,39 @@ def test_a_running_pods_log_is_followed_by_reading_on_from_each_answers_cursor(t
     assert again.content == b""  # none twice
 
 
+def test_a_second_of_output_larger_than_a_read_is_skipped_once_and_reading_goes_on(
+    team, running, settings
+):
+    """A container that writes more in one second than a read holds (a big tensor printed):
+    the reads say lines were skipped, and go on to what comes after, never stuck on it."""
+    job, pod, log = running
+    settings.LOG_READ_LIMIT_BYTES = 150
+    burst = "2026-12-06T10:00:01.000000000Z"
+    log.write_text(
+        "".join(f"{burst} stdout F burst line {n:02d}\n" for n in range(12))
+        + "2026-12-06T10:00:05.000000000Z stdout F the late line\n"
+    )
+    bob = client_for(team["bob"])
+    url = f"/tenants/{team['tenant'].slug}/jobs/{job.name}/logs/{pod}/"
+    first = wait_for(
+        lambda: (a := bob.get(url, {"tail": "1000"})).content.startswith(b"burst") and a,
+        timeout=20,
+        message="the burst served",
+    )
+    assert first["X-Log-More"] == "1"  # cut at the read's size: more is there already
+    shown, cursor = [first.content.decode()], first["X-Log-Cursor"]
+    for _ in range(4):
+        answer = bob.get(url, {"after": cursor})
+        shown.append(answer.content.decode())
+        cursor = answer["X-Log-Cursor"]
+        if "the late line" in shown[-1]:
+            break
+    text = "".join(shown)
+    assert "the late line" in text
+    assert text.count("[lines skipped") == 1
+    assert text.startswith("burst line 00\n")
+
+
 @pytest.mark.parametrize(
     ("query", "field"),
     [
@@ -122,6 +155,7 @@ def test_a_running_pods_log_is_followed_by_reading_on_from_each_answers_cursor(t
         ("tail=0", "tail"),
         ("tail=abc", "tail"),
         ("after=yesterday", "after"),
+        ("after=2026-99-99T99:99:99Z/1", "after"),
         ("after=2026-12-06T10:00:01Z/1&tail=5", "tail"),
         ("follow=1", "follow"),
         ("download=yes", "download"),

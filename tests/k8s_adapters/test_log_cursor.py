@@ -72,5 +72,19 @@ def test_a_cursor_goes_back_and_forth_as_text_and_reads_on_from_its_whole_second
     cursor = LogCursor(S1, 3)
     assert LogCursor.parse(str(cursor)) == cursor
     assert cursor.since_time == "2026-12-06T10:00:01Z"
-    # Past every line of that second, when one second holds more than a read.
-    assert lines_after(LOG, cursor.next_second()) == (b"d\n", LogCursor(S3, 1))
+
+
+def test_past_a_second_that_holds_more_than_a_read_the_next_read_starts_at_the_next_second():
+    """Reading on from within such a second would ask for it again, and get the same read."""
+    past = LogCursor(S1, 3).next_second()
+    assert past == LogCursor("2026-12-06T10:00:02.000000000Z", 0)
+    assert past.since_time == "2026-12-06T10:00:02Z"  # the read asks for the next second on
+    assert lines_after(stamped((S3, "d"), (S3, "e")), past) == (b"d\ne\n", LogCursor(S3, 2))
+    assert LogCursor("2026-12-31T23:59:59.5Z", 1).next_second().since_time == (
+        "2027-01-01T00:00:00Z"
+    )
+
+
+@pytest.mark.parametrize("text", ["2026-99-99T99:99:99Z/1", "2026-02-30T10:00:00Z/1"])
+def test_a_cursor_at_a_time_that_does_not_exist_is_refused(text):
+    assert LogCursor.parse(text) is None
