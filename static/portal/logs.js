@@ -5,6 +5,8 @@
 // Every read is a short request: no connection is held open. Text goes in as text, never HTML.
 (function () {
   const FIRST = 2000, SLOWEST = 15000;
+  // The page keeps the newest few MB of a log; all of it is in the download.
+  const KEEP = 4000000, EARLIER = "[earlier lines: download the log for all of it]\n";
 
   function sleep(ms) {
     return new Promise(function (done) { setTimeout(done, ms); });
@@ -25,6 +27,10 @@
   function append(pre, text) {
     const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
     pre.append(text);
+    if (pre.textContent.length > KEEP) {
+      const kept = pre.textContent.slice(-KEEP / 2);
+      pre.textContent = EARLIER + kept.slice(kept.indexOf("\n") + 1);
+    }
     if (atBottom) pre.scrollTop = pre.scrollHeight;
   }
 
