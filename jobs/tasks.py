@@ -391,15 +391,7 @@ def observe_started(tenant_slug, name, phase, counts, message):
     ).first()
     if job is None:
         return False
-    with transaction.atomic():  # the state and its event, or neither
-        return _set(
-            job,
-            state=JobState.RUNNING,
-            phase=phase,
-            counts=counts,
-            message=message,
-            pending_reason="",
-        )
+    return _write_seen(job, JobState.RUNNING, phase, counts, message)
 
 
 def observe_finished(tenant_slug, name, phase, counts, message):
@@ -415,14 +407,15 @@ def observe_finished(tenant_slug, name, phase, counts, message):
     ).first()
     if job is None:
         return False
-    with transaction.atomic():  # the state and its event, or neither
+    return _write_seen(job, _state_of(job, phase), phase, counts, message)
+
+
+def _write_seen(job, state, phase, counts, message):
+    """What the collector's watch saw, written as a run would: the state and its event, or
+    neither. True when written."""
+    with transaction.atomic():
         return _set(
-            job,
-            state=_state_of(job, phase),
-            phase=phase,
-            counts=counts,
-            message=message,
-            pending_reason="",
+            job, state=state, phase=phase, counts=counts, message=message, pending_reason=""
         )
 
 
