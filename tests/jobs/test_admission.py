@@ -385,6 +385,21 @@ def test_jobs_wait_for_storage_quota_instead_of_failing_in_the_cluster(
     )
 
 
+def queued(tenant, owner, name, at):
+    """A one-GPU job waiting in the tenant's queue since `at` (as a launch beyond the quota
+    leaves it)."""
+    return Job.objects.create(
+        tenant=tenant,
+        owner=owner,
+        name=name,
+        spec={},
+        gpus=1,
+        storage_gib=1,
+        state=JobState.QUEUED,
+        queued_at=at,
+    )
+
+
 @pytest.mark.django_db
 def test_a_queue_longer_than_a_page_is_admitted_in_order(monkeypatch):
     # The queue is read a page at a time: jobs queued in the same instant keep their order
@@ -396,16 +411,7 @@ def test_a_queue_longer_than_a_page_is_admitted_in_order(monkeypatch):
     owner = get_user_model().objects.create(username="queuer")
     same = timezone.now()
     jobs = [
-        Job.objects.create(
-            tenant=tenant,
-            owner=owner,
-            name=f"q{i}",
-            spec={},
-            gpus=1,
-            storage_gib=1,
-            state=JobState.QUEUED,
-            queued_at=same if i in (1, 2, 3) else same + timedelta(seconds=i),
-        )
+        queued(tenant, owner, f"q{i}", same if i in (1, 2, 3) else same + timedelta(seconds=i))
         for i in range(7)
     ]
     jobs[0].queued_at = same - timedelta(seconds=1)
@@ -425,19 +431,7 @@ def test_a_job_cancelled_while_admission_reads_the_queue_stays_cancelled(monkeyp
     )
     owner = get_user_model().objects.create(username="racer")
     start = timezone.now()
-    jobs = [
-        Job.objects.create(
-            tenant=tenant,
-            owner=owner,
-            name=f"r{i}",
-            spec={},
-            gpus=1,
-            storage_gib=1,
-            state=JobState.QUEUED,
-            queued_at=start + timedelta(seconds=i),
-        )
-        for i in range(3)
-    ]
+    jobs = [queued(tenant, owner, f"r{i}", start + timedelta(seconds=i)) for i in range(3)]
     read = admission._queue
 
     def read_then_cancel(tenant):
