@@ -48,7 +48,7 @@ from redis.exceptions import RedisError
 
 from accounts.models import TOKEN_PREFIX, ApiToken, hash_token
 from core import metrics
-from core.validators import WHOLE_NUMBER
+from core.validators import WHOLE_NUMBER, whole_number
 from tenants.models import Membership
 
 from .models import Endpoint
@@ -215,8 +215,7 @@ def _load_session_user(mark: str) -> int | None:
     except (RedisError, DatabaseError):  # refused, not a 500: the hand-off says what is wrong
         log.exception("could not read the portal session behind an endpoint cookie")
         return None
-    user_id = data.get(SESSION_KEY)
-    return int(user_id) if str(user_id or "").isdecimal() else None
+    return whole_number(data.get(SESSION_KEY))
 
 
 def issue_cookie(facts: EndpointFacts, user: UserFacts, mark: str) -> str:

@@ -1,7 +1,6 @@
 """A job's pods, their Events and their logs, read through the API server (`pods/log`), for
 the job page and the API alike."""
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -10,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 
 from core.cluster import get_cluster
+from core.validators import whole_number
 from k8s_adapters.errors import K8sError, PermanentK8sError
 from k8s_adapters.pods import LogCursor, PodFacts, job_pod, job_pods, lines_after
 
@@ -63,7 +63,6 @@ class LogRequest:
 
 
 FLAGS = {"1": True, "true": True, "0": False, "false": False}
-TAIL = re.compile(r"[0-9]{1,6}")
 
 
 def log_request(params) -> LogRequest:
@@ -76,7 +75,8 @@ def log_request(params) -> LogRequest:
             "answer> every few seconds."
         )
     tail = params.get("tail")
-    if tail is not None and not (TAIL.fullmatch(tail) and 1 <= int(tail) <= MAX_TAIL_LINES):
+    lines = whole_number(tail)
+    if tail is not None and not (lines and lines <= MAX_TAIL_LINES):
         errors["tail"] = f"Give a number of lines from 1 to {MAX_TAIL_LINES:,}."
     after = params.get("after")
     cursor = LogCursor.parse(after) if after is not None else None
@@ -89,7 +89,7 @@ def log_request(params) -> LogRequest:
         errors["download"] = "Give 1 or 0."
     if errors:
         raise ValidationError(errors)
-    return LogRequest(params.get("container", ""), int(tail) if tail else None, cursor, download)
+    return LogRequest(params.get("container", ""), lines, cursor, download)
 
 
 def read_on(job: Job, pod: PodFacts, asked: LogRequest) -> tuple[bytes, LogCursor | None, bool]:
