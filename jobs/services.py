@@ -249,11 +249,17 @@ def launch_job(
         )
         admit_locked(tenant, arriving=job)  # inserted as admission decided, not updated after
         try:
-            job.save(force_insert=True)
+            with transaction.atomic():  # a savepoint: the name's holder is read after a refusal
+                job.save(force_insert=True)
         except IntegrityError as exc:  # the constraint decides, race-free
             if "job_name_per_tenant" not in str(exc):
                 raise
             taken = f"A job named '{name}' already exists in {tenant.slug}."
+            if Job.objects.filter(tenant=tenant, name=name, delete_requested=True).exists():
+                taken = (
+                    f"The job named '{name}' in {tenant.slug} is still being deleted while its "
+                    "pods stop; launch it again in a minute, or pick another name."
+                )
             raise ValidationError({"name": [ValidationError(taken, code="duplicate")]}) from exc
         if networks or spec.ports:
             annotation, env = attach.attach(job, networks, pools, actor=actor)

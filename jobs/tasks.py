@@ -20,6 +20,7 @@ from k8s_adapters.events import telling_events
 from k8s_adapters.inventory import reduce_claim
 from k8s_adapters.labels import portal_labels
 from k8s_adapters.names import workspace_claim
+from k8s_adapters.pods import quota_held_until
 from k8s_adapters.quantity import to_decimal
 from k8s_adapters.routing import (
     ENDPOINT_KINDS,
@@ -60,6 +61,7 @@ LONG_WAIT, LONG_WAIT_EVERY = timedelta(minutes=1), 3
 _queues = {"at": 0.0, "parents": set(), "open": {}}
 QUEUE_OPEN_FOR = 5  # seconds
 logger = logging.getLogger(__name__)
+POD_STOP_RECHECK = 2.0  # seconds between looks at a deleted job's pods while they stop
 STORAGE_LIMIT = re.compile(r"exceeded quota: .*limited: .*requests\.storage=([0-9.]+[A-Za-z]*)")
 CLAIMS_LIMIT = re.compile(r"exceeded quota: .*limited: .*persistentvolumeclaims=([0-9]+)")
 
@@ -481,6 +483,10 @@ def _set(job, **fields):
 
 
 def _delete(job):
+    """Remove everything the job owns, then its row. A job holding quota keeps it until its
+    pods no longer count in the tenant's ResourceQuota (a stopping pod counts until its grace
+    period ends, 30 s by default): the next job admitted sooner would have its pods refused by
+    the ResourceQuota while Volcano already took its gang, half-created."""
     cluster = get_cluster()
     kinds = (*JOB_KINDS, ("bus.volcano.sh/v1alpha1", "Command"), *ENDPOINT_KINDS)
     cluster.prune(
@@ -489,6 +495,11 @@ def _delete(job):
         kinds=kinds,
         namespace=job.tenant.namespace,
     )
+    if job.state in HOLDING:
+        now = timezone.now()
+        held = quota_held_until(cluster, job.tenant.namespace, job.name, now)
+        if held is not None:
+            raise Requeue(min(POD_STOP_RECHECK, max(0.2, (held - now).total_seconds())))
     tenant_id = job.tenant_id
     with transaction.atomic():
         release_for_job(job)

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from .times import parse_time
+
 if TYPE_CHECKING:
     from .client import Cluster
 
@@ -29,27 +31,16 @@ class EventFacts:
         return self.type == "Warning"
 
 
-def _time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    return None
-
-
 def read_event(event: dict[str, Any]) -> EventFacts:
     """core/v1 Events: deduplicated ones carry a count, series-style ones a series."""
     involved = event.get("involvedObject") or {}
     series = event.get("series") or {}
     last = (
-        _time(series.get("lastObservedTime"))
-        or _time(event.get("lastTimestamp"))
-        or _time(event.get("eventTime"))
-        or _time(event.get("firstTimestamp"))
-        or _time((event.get("metadata") or {}).get("creationTimestamp"))
+        parse_time(series.get("lastObservedTime"))
+        or parse_time(event.get("lastTimestamp"))
+        or parse_time(event.get("eventTime"))
+        or parse_time(event.get("firstTimestamp"))
+        or parse_time((event.get("metadata") or {}).get("creationTimestamp"))
     )
     return EventFacts(
         kind=involved.get("kind") or "",

@@ -10,6 +10,7 @@ import yaml
 
 from .labels import JOB, MANAGED_BY, PORTAL, TENANT
 from .quantity import to_decimal
+from .times import parse_time
 
 GPU = "nvidia.com/gpu"
 TERMINAL_PHASES = {"Succeeded", "Failed"}
@@ -368,7 +369,7 @@ def unbound_claims(
     default = next((c["name"] for c in storage_classes if c["default"]), "")
     stuck: dict[str, list[str]] = {}
     for claim in claims:
-        created = _timestamp(claim["created"])
+        created = parse_time(claim["created"])
         young = created is not None and (now - created).total_seconds() < CLAIM_GRACE_SECONDS
         if not claim["portal"] or claim["phase"] != "Pending" or young:
             continue
@@ -418,14 +419,6 @@ def queue_quota_disagreements(
                 }
             )
     return found
-
-
-def _timestamp(value: str) -> datetime | None:
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def unfittable(task_gpus: int, task_product: str, nodes: list[dict[str, Any]]) -> str:

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
 
 from .events import EventFacts, events_for
+from .times import parse_time
 
 if TYPE_CHECKING:
     from .client import Cluster
@@ -94,6 +95,31 @@ def job_pod(cluster: "Cluster", namespace: str, job_name: str, name: str) -> Pod
     if pod is None or (pod["metadata"].get("labels") or {}).get(JOB_LABEL) != job_name:
         return None
     return read_pod(pod)
+
+
+def quota_held_until(
+    cluster: "Cluster", namespace: str, job_name: str, now: datetime
+) -> datetime | None:
+    """Until when the job's pods still count in the namespace's ResourceQuota, as its pod
+    evaluator counts them: a pod not yet ended counts, even while it stops, until its deletion
+    time plus its grace period has passed (then one stuck on a lost node stops counting). None
+    once none counts. `now` is timezone-aware."""
+    pods = cluster.list("v1", "Pod", namespace=namespace, labels={JOB_LABEL: job_name})
+    until = None
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        meta = pod["metadata"]
+        grace = meta.get("deletionGracePeriodSeconds")
+        if meta.get("deletionTimestamp") is None or grace is None:
+            return now + timedelta(days=1)  # not stopping: counts for as long as it runs
+        stops = parse_time(meta["deletionTimestamp"])
+        if stops is None:
+            return now + timedelta(days=1)
+        ends = stops + timedelta(seconds=grace)
+        if ends > now:
+            until = max(until or ends, ends)
+    return until
 
 
 # -- reading a log on from where the last read ended ------------------------------------------

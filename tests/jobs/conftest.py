@@ -6,7 +6,7 @@ from django.core.management import call_command
 
 from jobs import services
 from jobs.choices import JobState
-from jobs.models import JobTemplate
+from jobs.models import Job, JobTemplate
 from jobs.tasks import reconcile_job
 from k8s_adapters.tenant import QUEUE_API
 from tenants import services as tenant_services
@@ -95,6 +95,17 @@ def submitted(job, timeout=30):
             raise AssertionError(f"{job.name} never submitted: {job.pending_reason}")
         reconcile_job(job.pk)
         time.sleep(0.1)
+
+
+def deleted(job, timeout=30):
+    """Reconcile a job asked to be deleted (as the worker's requeue does while its pods stop)
+    until its row is gone."""
+    deadline = time.monotonic() + timeout
+    while Job.objects.filter(pk=job.pk).exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{job.name} still there {timeout}s after its delete")
+        reconcile_job(job.pk)
+        time.sleep(0.2)
 
 
 def job_pods(cluster, job):

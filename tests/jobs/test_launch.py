@@ -17,7 +17,7 @@ from k8s_adapters.names import identity_label
 from k8s_adapters.volcano import VCJOB_API
 from tenants.models import Tenant
 from tests.helpers import our_writes, wait_for
-from tests.jobs.conftest import submitted
+from tests.jobs.conftest import deleted, submitted
 
 pytestmark = pytest.mark.django_db
 ED25519 = (
@@ -109,7 +109,7 @@ def test_delete_removes_everything_the_job_owns_but_keeps_the_data_volume(
     assert cluster.get(VCJOB_API, "Job", "script-5", ns) is None
     assert cluster.get("v1", "Secret", "script-5-ssh-keys", ns) is None
     assert cluster.get("v1", "PersistentVolumeClaim", "keep-me", ns) is not None
-    assert not Job.objects.filter(pk=job.pk).exists()
+    deleted(job)
 
 
 def test_a_job_larger_than_the_whole_quota_is_refused(team, templates, launch):

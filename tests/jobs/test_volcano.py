@@ -21,8 +21,9 @@ from k8s_adapters.client import Cluster
 from k8s_adapters.events import TELLING_REASONS
 from k8s_adapters.tenant import QUEUE_API
 from k8s_adapters.volcano import VCJOB_API
+from tenants import services as tenant_services
 from tests.helpers import cluster_lists, wait_for
-from tests.jobs.conftest import job_pods, settle
+from tests.jobs.conftest import job_pods, settle, submitted
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 
@@ -252,6 +253,47 @@ def test_deleting_a_running_job_removes_its_pods(
         time.sleep(0.3)
     assert job_pods(cluster, job) == []
     assert cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace) is None
+
+
+def test_a_deleted_job_holds_its_quota_until_its_pods_have_stopped(
+    cluster, team, templates, launch, django_capture_on_commit_callbacks
+):
+    # A trainer saving a checkpoint on SIGTERM takes seconds to stop, and the tenant's
+    # ResourceQuota counts its pod until then. The next job admitted sooner would have Volcano
+    # take its gang while the ResourceQuota refused its pods: half-created.
+    tenant = team["tenant"]
+    with django_capture_on_commit_callbacks(execute=True):
+        tenant_services.update_tenant(tenant, actor=team["admin"], gpu_quota=1)
+    saving = {"command": "sh -c \"trap 'sleep 6' TERM; python train.py\""}
+    first = launch(templates["single-gpu"], name="saving", overrides=saving)
+    first = settle(first, JobState.RUNNING)
+    with django_capture_on_commit_callbacks(execute=True):
+        second, _ = services.launch_job(
+            tenant,
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            name="next-in-line",
+        )
+    assert Job.objects.get(pk=second.pk).state == JobState.QUEUED
+    with django_capture_on_commit_callbacks(execute=True):
+        services.delete_job(first, actor=team["bob"])
+    assert cluster.get(VCJOB_API, "Job", first.name, tenant.namespace) is None
+    with pytest.raises(ValidationError) as caught:  # its name is free once it is gone
+        launch(templates["single-gpu"], name="saving")
+    assert "still being deleted while its pods stop" in caught.value.message_dict["name"][0]
+    stopping, deadline = 0, time.monotonic() + 30
+    while time.monotonic() < deadline:
+        reconcile_job(first.pk)  # what the worker's requeue does every few seconds
+        if not Job.objects.filter(pk=first.pk).exists():
+            break
+        assert Job.objects.get(pk=second.pk).state == JobState.QUEUED
+        stopping += 1
+        time.sleep(0.5)
+    assert job_pods(cluster, first) == []  # its row went once its pod had
+    assert stopping >= 6  # its pod stopped for seconds, not at once
+    second = settle(submitted(Job.objects.get(pk=second.pk)), JobState.RUNNING)
+    assert second.counts["running"] == 1
 
 
 def test_a_job_follows_volcano_within_seconds_without_waiting_for_the_resync(

@@ -14,7 +14,7 @@ from networking.conflicts import find, utilization
 from networking.models import IPReservation
 from networking.tasks import reconcile_pool, release_allocation
 from tests.helpers import wait_for
-from tests.jobs.conftest import submitted
+from tests.jobs.conftest import deleted, submitted
 
 pytestmark = pytest.mark.django_db
 NAD = "NetworkAttachmentDefinition"
@@ -105,6 +105,7 @@ def test_a_job_on_the_pool_carries_the_annotation_and_the_nccl_interface(
 
     with django_capture_on_commit_callbacks(execute=True):
         job_services.delete_job(job, actor=team["bob"])
+    deleted(job)
     assert not IPReservation.objects.exists()
     assert not Job.objects.exists()
 

@@ -23,7 +23,7 @@ from networking.addresses import job_addresses
 from networking.models import IPPool
 from networking.tasks import reconcile_pool, remove_allocation
 from tests.helpers import cluster_lists, wait_for
-from tests.jobs.conftest import submitted
+from tests.jobs.conftest import deleted, submitted
 from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db
@@ -390,6 +390,7 @@ def test_a_deleted_pool_leaves_nothing_of_whereabouts_once_its_pods_are_gone(
     with django_capture_on_commit_callbacks(execute=True):
         job_services.delete_job(job, actor=team["bob"])
     wait_for(lambda: not observed(pool), timeout=60, message="Whereabouts to free the addresses")
+    deleted(job)
     with django_capture_on_commit_callbacks(execute=True):
         services.delete_pool(IPPool.objects.get(pk=pool.pk), actor=admin)
     assert cluster.get(WHEREABOUTS_API, "IPPool", whereabouts_name(pool), "kube-system") is None
