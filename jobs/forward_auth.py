@@ -291,10 +291,10 @@ def _split_code(uri: str) -> tuple[str, str]:
     return code, safe_path(parts.path + (f"?{rest}" if rest else ""))
 
 
-def _redeem(facts: EndpointFacts, code: str, target: str, *, redirect: bool) -> Answer:
+def _redeem(facts: EndpointFacts | None, code: str, target: str, *, redirect: bool) -> Answer:
     key = f"endpoint-code:{code}"
     data = cache.get(key)
-    if not data or data.get("e") != facts.id or not cache.delete(key):  # one use only
+    if facts is None or not data or data.get("e") != facts.id or not cache.delete(key):  # once
         return _refusal(
             403, "This sign-in link was used or has expired; open the endpoint again.", browser=True
         )
@@ -316,31 +316,31 @@ def decide(
     accept: str = "",
     redirect: bool = False,
 ) -> Answer:
-    """The answer for one request routed to endpoint `endpoint_id`."""
+    """The answer for one request routed to endpoint `endpoint_id`. Whoever asks learns
+    nothing of an endpoint before signing in, and a signed-in non-member nothing but that they
+    may not open it: the answer is the same for an id that does not exist, one that closed, and
+    another tenant's (forward-auth answers anyone who reaches the portal)."""
     browser = "text/html" in accept
     facts = endpoint_facts(endpoint_id)
-    if facts is None:
-        return _refusal(404, "This endpoint does not exist (any more).", browser=browser)
     code, target = _split_code(uri)
     if code:
         return _redeem(facts, code, target, redirect=redirect)
-    if timezone.now() >= facts.expires_at:
-        return _refusal(403, "This endpoint has expired; its owner can extend it.", browser=browser)
     mine, others = split_cookies(cookie)
     if authorization:
         user = token_user(authorization)
         if user is None:
             return Answer(401, {"WWW-Authenticate": 'Bearer realm="gpu-portal"'}, "bad token")
     else:
-        user = cookie_user(mine, facts) if mine else None
+        user = cookie_user(mine, facts) if mine and facts else None
     if user is None:
         if redirect and browser:
-            start = f"{settings.PORTAL_URL}/auth/endpoint/{facts.id}/start"
+            start = f"{settings.PORTAL_URL}/auth/endpoint/{endpoint_id}/start"
             return Answer(302, {"Location": f"{start}?{urlencode({'next': target})}"})
         return Answer(401, {"WWW-Authenticate": 'Bearer realm="gpu-portal"'}, "sign in first")
-    if not allowed(user, facts):
-        # The tenant is not named: the refusal is said to anyone with a token, member or not.
-        return _refusal(403, "Only members of the job's tenant may open this.", browser=browser)
+    if facts is None or not allowed(user, facts):
+        return _refusal(403, "You may not open this endpoint.", browser=browser)
+    if timezone.now() >= facts.expires_at:
+        return _refusal(403, "This endpoint has expired; its owner can extend it.", browser=browser)
     return Answer(200, _identity(user, facts, others))
 
 
@@ -396,10 +396,11 @@ def start(request, endpoint_id):
     facts = _load_endpoint(endpoint_id)  # fresh: this is where access is granted
     user = _load_user(request.user.pk)
     context = {"facts": facts}
-    if facts is None:
-        return render(request, "jobs/endpoint_refused.html", {"reason": "missing"}, status=404)
-    if user is None or not allowed(user, facts):
-        reason = "private" if facts.private and user and user.id in facts.members else "member"
+    if facts is None or user is None or not allowed(user, facts):
+        # One answer for an id that does not exist and another tenant's: any signed-in person
+        # may try any id, and learns neither which exist nor whose they are.
+        mine = facts is not None and user is not None and user.id in facts.members
+        reason = "private" if mine and facts.private else "member"
         return render(
             request, "jobs/endpoint_refused.html", {**context, "reason": reason}, status=403
         )

@@ -577,5 +577,7 @@ def test_in_chromium_a_member_opens_the_app_and_another_tenants_app_says_why_not
     page.goto(f"http://{theirs.host}:{routing.port}/")
     page.wait_for_selector("[data-testid=refused]")
     page.screenshot(path=tmp_path / "refused.png")
-    assert other.slug in page.locator("main").inner_text()
+    refused = page.locator("main").inner_text()
+    assert "a tenant you are not a member of" in refused
+    assert other.slug not in refused  # whose it is, is not said to outsiders
     assert page.url.startswith(f"{live_server.url}/auth/endpoint/{theirs.pk}/start")

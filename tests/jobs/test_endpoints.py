@@ -618,17 +618,45 @@ def test_a_full_forward_auth_cache_drops_its_oldest_entry_not_all(settings):
     assert list(cache.data) == ["b", "c", "d"]  # the two stored longest ago went, one by one
 
 
-def test_a_refusal_does_not_name_the_tenant(team, notebook):
-    """Anyone with a personal token may ask about any endpoint id: a non-member learns it is
-    refused, not whose it is."""
+def test_forward_auth_tells_outsiders_nothing_of_an_endpoint(client, team, notebook):
+    """Forward-auth answers anyone who reaches the portal, about any endpoint id. Before
+    signing in, an id that exists is answered as one that does not; a signed-in non-member
+    learns only that they may not open it: not whose it is, not that it expired, not whether
+    it exists. Its members are told it expired."""
     from accounts.models import ApiToken
     from jobs.forward_auth import decide
 
     jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
-    raw = ApiToken.issue(team["charlie"], "t")[1]
-    answer = decide(jupyter.pk, uri="/", authorization=f"Bearer {raw}", accept="*/*")
-    assert answer.status == 403
-    assert team["tenant"].slug not in answer.body
+    missing = Endpoint.objects.order_by("-pk").first().pk + 1000
+
+    def asked(endpoint_id, **headers):
+        answer = decide(endpoint_id, uri="/", **headers)
+        return answer.status, answer.body, answer.headers.get("Location", "").split("?")[0]
+
+    for how in ({"accept": "*/*"}, {"accept": "text/html", "redirect": True}):
+        there, gone = asked(jupyter.pk, **how), asked(missing, **how)
+        assert there[:2] == gone[:2]
+        assert there[0] in (302, 401)
+    outsider = f"Bearer {ApiToken.issue(team['charlie'], 't')[1]}"
+    member = f"Bearer {ApiToken.issue(team['bob'], 't')[1]}"
+    refused = asked(jupyter.pk, authorization=outsider, accept="*/*")
+    assert refused == asked(missing, authorization=outsider, accept="*/*")
+    assert refused[0] == 403
+    assert team["tenant"].slug not in refused[1]
+    assert asked(jupyter.pk, authorization=member, accept="*/*")[0] == 200
+
+    with time_machine.travel(jupyter.expires_at + timedelta(minutes=1)):
+        assert asked(jupyter.pk, authorization=outsider, accept="*/*") == refused
+        expired = asked(jupyter.pk, authorization=member, accept="*/*")
+    assert (expired[0], "expired" in expired[1]) == (403, True)
+
+    client.force_login(team["charlie"])  # the sign-in hand-off says the same of both
+    pages = [client.get(f"/auth/endpoint/{pk}/start") for pk in (jupyter.pk, missing)]
+    assert [p.status_code for p in pages] == [403, 403]
+    for page in pages:
+        html = page.content.decode()
+        assert "It does not exist any more (its job was deleted" in html
+        assert team["tenant"].slug not in html
 
 
 def test_an_expired_portal_session_ends_the_endpoint_access_it_opened(

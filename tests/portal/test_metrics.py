@@ -68,9 +68,9 @@ def test_requests_are_timed_by_view_and_forward_auth_decisions_counted(client):
     before = _value(
         "portal_http_request_duration_seconds_count", view="healthz", method="GET", status="200"
     )
-    missing = _value("portal_forward_auth_decisions_total", status="404")
+    unsigned = _value("portal_forward_auth_decisions_total", status="401")
     assert client.get("/healthz").status_code == 200
-    assert client.get("/auth/endpoint/999999999").status_code == 404
+    assert client.get("/auth/endpoint/999999999").status_code == 401
     assert (
         _value(
             "portal_http_request_duration_seconds_count",
@@ -80,7 +80,7 @@ def test_requests_are_timed_by_view_and_forward_auth_decisions_counted(client):
         )
         == before + 1
     )
-    assert _value("portal_forward_auth_decisions_total", status="404") == missing + 1
+    assert _value("portal_forward_auth_decisions_total", status="401") == unsigned + 1
 
 
 @pytest.mark.django_db
