@@ -217,9 +217,14 @@ def _int(errors: Errors, path: str, value: Any, low: int, high: int) -> int:
     return value
 
 
+# Above any node's CPU or memory by far, and within what sums of millicores or bytes can hold.
+QUANTITY_MAX = 2**53
+
+
 def _quantity(errors: Errors, path: str, value: Any) -> str:
     try:
-        ok = to_decimal(value) > 0
+        amount = to_decimal(value)
+        ok = amount.is_finite() and 0 < amount < QUANTITY_MAX
     except (ValueError, ArithmeticError, TypeError):
         ok = False
     if not ok:
@@ -371,8 +376,9 @@ def _ports(errors: Errors, items: Any, task_names: set[str]) -> tuple[Port, ...]
                 f"No task named '{task}'; tasks are {', '.join(sorted(task_names))}.",
             )
         protocol = item.get("protocol", "http")
-        if protocol not in Protocol.values:
+        if not isinstance(protocol, str) or protocol not in Protocol.values:
             errors.add(f"{path}.protocol", "Use http, tcp or ssh.")
+            protocol = "http"  # said; the mode is checked as for the default
         if name in RESERVED_PORT_NAMES:
             errors.add(f"{path}.name", f"'{name}' is reserved; pick another name.", "reserved")
         mode = item.get("mode", "")

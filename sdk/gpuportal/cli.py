@@ -1,6 +1,6 @@
 """gpuportal: the command line on top of the SDK.
 
-gpuportal login URL --token TOKEN [--tenant T] [--ssh-host NODE]
+gpuportal login URL [--token TOKEN] [--tenant T] [--ssh-host NODE]  (else GPUPORTAL_TOKEN, or asked)
 gpuportal jobs submit -f job.yaml [--wait running]
 gpuportal jobs launch TEMPLATE [--name N] [--gpus G] [--image I] [--replicas task=N ...]
 gpuportal jobs list [--state S] [-o json]
@@ -13,15 +13,21 @@ gpuportal ssh NAME [--print]
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
 import sys
 from pathlib import Path
 
+import requests
 import yaml
 
 from .client import Client, PortalError
 from .models import VolcanoJob
+
+
+class Usage(Exception):  # noqa: N818 (said to the user as it is)
+    """Input the command cannot use, said in plain words."""
 
 
 def config_path() -> Path:
@@ -37,10 +43,13 @@ def load_config() -> dict:
 
 
 def save_config(data: dict):
+    """Written readable by its owner alone from the first byte: it holds the token."""
     path = config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2))
-    path.chmod(0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps(data, indent=2))
 
 
 def client(config) -> Client:
@@ -58,25 +67,37 @@ def show(rows, columns, output):
     if output == "json":
         print(json.dumps(rows, indent=2, default=str))
         return
-    widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns]
+    widths = [max([len(c), *(len(str(r.get(c, ""))) for r in rows)]) for c in columns]
     print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)))
     for row in rows:
         print("  ".join(str(row.get(c, "")).ljust(w) for c, w in zip(columns, widths, strict=True)))
 
 
 def cmd_login(args):
-    probe = Client(args.url, args.token)
+    # On the command line a token shows in `ps` and the shell's history: the environment or
+    # a prompt keep it out of both.
+    token = args.token or os.environ.get("GPUPORTAL_TOKEN") or getpass.getpass("API token: ")
+    probe = Client(args.url, token)
     probe.templates()  # fails loudly on a wrong URL or token
-    save_config(
-        {"url": args.url, "token": args.token, "tenant": args.tenant, "ssh_host": args.ssh_host}
-    )
+    save_config({"url": args.url, "token": token, "tenant": args.tenant, "ssh_host": args.ssh_host})
     print(f"Logged in to {args.url}; settings in {config_path()}")
 
 
 def cmd_submit(args, config):
-    data = yaml.safe_load(Path(args.file).read_text())
-    data.setdefault("queue", tenant_of(args, config))
-    job = VolcanoJob.from_dict(data)
+    try:
+        data = yaml.safe_load(Path(args.file).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise Usage(f"cannot read {args.file}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise Usage(f"{args.file} holds no job: write its fields (name, image, ...) as a mapping.")
+    if args.tenant and data.get("queue") not in (None, args.tenant):
+        raise Usage(f"{args.file} says queue {data['queue']}, --tenant says {args.tenant}.")
+    if not data.get("queue"):
+        data["queue"] = tenant_of(args, config)
+    try:
+        job = VolcanoJob.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        raise Usage(f"{args.file}: {exc}") from exc
     api = client(config)
     created = api.submit(job)
     if args.wait:
@@ -101,11 +122,18 @@ def cmd_launch(args, config):
     if args.image:
         overrides["image"] = args.image
     if args.replicas:
-        overrides["replicas"] = {k: int(v) for k, v in (r.split("=", 1) for r in args.replicas)}
+        overrides["replicas"] = dict(_replicas(r) for r in args.replicas)
     created = client(config).launch(
         tenant_of(args, config), args.template, name=args.name, **overrides
     )
     show([summary(created)], SUMMARY, args.output)
+
+
+def _replicas(text):
+    task, _, count = text.partition("=")
+    if not task or not count.isascii() or not count.isdigit():
+        raise Usage(f"--replicas takes TASK=N, such as worker=4 (got {text!r}).")
+    return task, int(count)
 
 
 def cmd_list(args, config):
@@ -192,7 +220,11 @@ def parser():
     sub = root.add_subparsers(dest="command", required=True)
     login = sub.add_parser("login", help="store the portal URL and an API token")
     login.add_argument("url")
-    login.add_argument("--token", required=True, help="a personal API token (profile page)")
+    login.add_argument(
+        "--token",
+        default="",
+        help="a personal API token (profile page); else GPUPORTAL_TOKEN, else asked",
+    )
     login.add_argument("--tenant", default="")
     login.add_argument("--ssh-host", default="", help="a node address for NodePort SSH")
     login.set_defaults(func=cmd_login, needs_config=False)
@@ -248,8 +280,10 @@ def main(argv=None):
             args.func(args, load_config())
         else:
             args.func(args)
-    except PortalError as exc:
+    except (PortalError, Usage, TimeoutError) as exc:
         sys.exit(f"error: {exc}")
+    except requests.RequestException as exc:
+        sys.exit(f"error: cannot reach the portal ({exc.__class__.__name__}): {exc}")
 
 
 if __name__ == "__main__":

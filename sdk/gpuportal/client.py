@@ -39,8 +39,19 @@ class Client:
                 body = response.json()
             except ValueError:
                 body = {"detail": response.text[:500]}
+            if not isinstance(body, dict):
+                body = {"detail": str(body)[:500]}
             raise PortalError(response.status_code, body.get("detail", ""), body.get("errors"))
-        return response.json() if response.content else None
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise PortalError(
+                response.status_code,
+                f"the answer from {response.url} is not the portal's API (is the URL right, or "
+                "is a sign-in page in the way?)",
+            ) from None
 
     @staticmethod
     def _ref(job, queue=None):
@@ -124,4 +135,10 @@ class Client:
         )
 
     def templates(self) -> list[dict]:
-        return self._call("get", "templates/")["results"]
+        """Every template the caller may launch, all pages of them."""
+        found, page = [], self._call("get", "templates/")
+        while True:
+            found += page["results"]
+            if not page.get("next"):
+                return found
+            page = self._call("get", page["next"].split("/api/v1/", 1)[1])

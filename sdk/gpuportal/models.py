@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 
 @dataclass
@@ -38,6 +38,12 @@ class Task:
     memory: str = "16Gi"
     shm: str = "8Gi"
     gpu_product: str = ""
+    # The task's other spec fields (runtime_class, policies, ...), sent as they are.
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        known = {k: v for k, v in self.__dict__.items() if k != "extra" and v != ""}
+        return {**known, **self.extra}
 
 
 @dataclass
@@ -58,6 +64,9 @@ class VolcanoJob:
     workspace_gib: int = 50
     max_retry: int = 3
     plugins: list[str] = field(default_factory=lambda: ["svc", "env"])
+    # The spec's other fields (policies, min_available, network_topology, volumes, ...), sent
+    # as they are: a spec copied from the portal submits whole; the portal checks every field.
+    extra: dict = field(default_factory=dict)
 
     def spec(self) -> dict:
         tasks = self.tasks or [Task("master", gpus=self.gpu)]
@@ -66,7 +75,7 @@ class VolcanoJob:
             "image": self.image,
             "command": list(command),
             "env": dict(self.env),
-            "tasks": [{k: v for k, v in t.__dict__.items() if v != ""} for t in tasks],
+            "tasks": [t.to_dict() for t in tasks],
             "expose": [e.to_dict() if isinstance(e, Expose) else dict(e) for e in self.expose],
             "volumes": {"workspace_gib": self.workspace_gib},
             "max_retry": self.max_retry,
@@ -76,11 +85,43 @@ class VolcanoJob:
             spec["working_dir"] = self.working_dir
         if self.networks:
             spec["networks"] = list(self.networks)
-        return spec
+        return {**spec, **self.extra}
 
     @classmethod
     def from_dict(cls, data: dict) -> VolcanoJob:
-        data = dict(data)
-        data["tasks"] = [Task(**t) for t in data.get("tasks", [])]
-        data["expose"] = [Expose(**e) for e in data.get("expose", [])]
+        """A job from its fields as a YAML file or the portal's API gives them; ValueError,
+        saying which, for a file that is not one."""
+        data = _split(cls, data, "the job")
+        if not isinstance(data.get("tasks", []), list):
+            raise ValueError("tasks is a list of tasks, each a mapping with a name")
+        if not isinstance(data.get("expose", []), list):
+            raise ValueError("expose is a list of ports, each a mapping")
+        data["tasks"] = [Task(**_split(Task, t, "a task")) for t in data.get("tasks", [])]
+        exposed = data.get("expose", [])
+        data["expose"] = [Expose(**_known(Expose, e, "an exposed port")) for e in exposed]
+        for required in ("name", "image", "queue"):
+            if not data.get(required):
+                raise ValueError(f"the job needs a {required}")
         return cls(**data)
+
+
+def _split(kind, data, what) -> dict:
+    """`data`'s fields `kind` names, the rest under `extra`."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} is written as a mapping of its fields (got {data!r:.60})")
+    names = {f.name for f in fields(kind)} - {"extra"}
+    known = {k: v for k, v in data.items() if k in names}
+    extra = {k: v for k, v in data.items() if k not in names}
+    return {**known, "extra": {**data.get("extra", {}), **extra}} if extra else known
+
+
+def _known(kind, data, what) -> dict:
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} is written as a mapping of its fields (got {data!r:.60})")
+    unknown = sorted(set(data) - {f.name for f in fields(kind)})
+    if unknown:
+        known = ", ".join(f.name for f in fields(kind))
+        raise ValueError(f"{what} has no field {', '.join(unknown)}; its fields are {known}")
+    if "name" not in data:
+        raise ValueError(f"{what} needs a name")
+    return data

@@ -75,6 +75,22 @@ def test_task_and_port_problems_are_keyed_by_their_path():
     assert errors["plugins"] == ["Unknown Volcano plugin 'mpi'; use svc, env, ssh."]
 
 
+@pytest.mark.parametrize("protocol", [None, 80, ["http"], True, {"p": 1}])
+def test_a_protocol_that_is_not_text_is_a_field_error(protocol):
+    # A YAML line left as `protocol:` is None; with mode ingress this was a 500.
+    port = {"name": "web", "task": "main", "container_port": 8080, "mode": "ingress"}
+    errors = errors_of(base(expose=[{**port, "protocol": protocol}]))
+    assert errors == {"expose[0].protocol": ["Use http, tcp or ssh."]}
+
+
+@pytest.mark.parametrize("amount", ["inf", "Infinity", "-inf", "NaN", "1e400", "9" * 30])
+def test_quantities_without_end_are_field_errors(amount):
+    # Each passed the check and was a 500 at every launch of the template.
+    errors = errors_of(base(tasks=[{"name": "main", "cpu": amount, "memory": amount}]))
+    assert "positive Kubernetes quantity" in errors["tasks[0].cpu"][0]
+    assert "positive Kubernetes quantity" in errors["tasks[0].memory"][0]
+
+
 def test_a_command_line_is_split_like_a_shell_would():
     parsed = specs.parse(base(command="python train.py --lr '1e-4 x'"))
     assert parsed.command == ("python", "train.py", "--lr", "1e-4 x")

@@ -8,7 +8,7 @@ import sys
 import pytest
 from gpuportal import Client, PortalError, VolcanoJob
 
-from jobs.models import Endpoint
+from jobs.models import Endpoint, Job
 from k8s_adapters.volcano import VCJOB_API
 from tenants.models import Tenant
 from tests.helpers import wait_for
@@ -124,8 +124,15 @@ def test_the_cli_logs_in_submits_lists_extends_and_cancels(
         == 0
     )
     assert oct((tmp_path / "gpuportal" / "config.json").stat().st_mode)[-3:] == "600"
+    empty = cli("jobs", "list", config_home=tmp_path)  # a table with no rows is its header
+    assert (empty.returncode, empty.stdout.split()) == (
+        0,
+        ["NAME", "STATE", "GPUS", "OWNER"] + ["QUEUE_POSITION"],
+    )
+    # A field the SDK does not model (copied from a portal spec) goes through as it is.
     (tmp_path / "job.yaml").write_text(
         "name: dev-box\nimage: quay.io/jupyter/pytorch-notebook:latest\ngpu: 1\n"
+        "policies: [{event: PodEvicted, action: RestartJob}]\n"
         "command: start-notebook.py\nexpose:\n"
         "  - {name: jupyter, task: master, container_port: 8888, protocol: http}\n"
         "  - {name: ssh, task: master, container_port: 22, protocol: ssh}\n"
@@ -135,6 +142,8 @@ def test_the_cli_logs_in_submits_lists_extends_and_cancels(
     )
     assert submitted.returncode == 0, submitted.stderr
     assert json.loads(submitted.stdout)[0]["name"] == "dev-box"
+    policies = Job.objects.get(name="dev-box").spec["policies"]
+    assert policies == [{"event": "PodEvicted", "action": "RestartJob"}]
     listed = json.loads(cli("jobs", "list", "-o", "json", config_home=tmp_path).stdout)
     assert [j["name"] for j in listed] == ["dev-box"]
     wait_for(
