@@ -8,6 +8,14 @@ from .models import DataVolume
 from .spec import OVERRIDABLE
 
 
+class CommandField(forms.CharField):
+    """A command line as typed: browsers send a textarea's line breaks as CRLF, which would
+    reach the container as a stray '\\r' inside a quoted script."""
+
+    def to_python(self, value):
+        return super().to_python(value).replace("\r\n", "\n").replace("\r", "\n")
+
+
 class LaunchForm(forms.Form):
     """A launch from one template version: the fields it lets the user override."""
 
@@ -17,7 +25,7 @@ class LaunchForm(forms.Form):
         help_text="Optional; generated from the template name when empty.",
     )
     image = forms.CharField(required=False, max_length=300)
-    command = forms.CharField(
+    command = CommandField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="One command line, split like a shell would.",
@@ -68,19 +76,23 @@ class LaunchForm(forms.Form):
                 field.widget.attrs.setdefault("placeholder", f"empty: template {field.initial}")
 
     def overrides(self):
-        data = self.cleaned_data
+        """What the user changed from the template's values shown: a form sent back as shown
+        launches the template as it is (its GPU box shows the first GPU task's count, which an
+        override would give every GPU task)."""
+        data, changed = self.cleaned_data, set(self.changed_data)
         overrides = {}
-        for key in ("image", "gpus", "workspace_gib"):
-            if key in self.version.overridable and data.get(key) not in (None, ""):
-                overrides[key] = data[key]
-        if "command" in self.version.overridable and "command" in self.changed_data:
-            overrides["command"] = data["command"]
+        for key in ("image", "gpus", "workspace_gib", "command"):
+            value = data.get(key)
+            if key in self.version.overridable and key in changed and value not in (None, ""):
+                overrides[key] = value
         if "replicas" in self.version.overridable:
-            overrides["replicas"] = {
+            replicas = {
                 t["name"]: data[f"replicas_{t['name']}"]
                 for t in self.version.spec["tasks"]
-                if data.get(f"replicas_{t['name']}")
+                if f"replicas_{t['name']}" in changed and data.get(f"replicas_{t['name']}")
             }
+            if replicas:
+                overrides["replicas"] = replicas
         return overrides
 
 

@@ -143,6 +143,55 @@ def test_the_launch_form_round_trips_a_template_command_unchanged(db, templates)
     assert specs.parse({**version.spec, "command": shown}).command == tuple(version.spec["command"])
 
 
+def test_a_launch_form_sent_back_as_shown_launches_the_template_as_it_is(db):
+    """A browser sends every box back, filled as the page showed it, and its textarea's line
+    breaks as CRLF. The GPU box shows the first GPU task's count: taken as an override, it gave
+    every GPU task that count (a 33-GPU job ran on 5), and a multi-line script reached the
+    container with a stray CR on each line."""
+    from django.contrib.auth import get_user_model
+
+    from jobs import services
+    from jobs.forms import LaunchForm
+    from tenants.models import Tenant
+
+    admin = get_user_model().objects.create(username="tpl-admin", is_staff=True)
+    script = ["bash", "-c", "pip install -r req.txt\npython train.py"]
+    version = services.save_template(
+        name="ps-workers",
+        spec_data=base(
+            command=script,
+            tasks=[
+                {"name": "ps", "gpus": 1},
+                {"name": "worker", "replicas": 4, "gpus": 8},
+            ],
+        ),
+        overridable=["gpus", "command", "replicas", "image", "workspace_gib"],
+        actor=admin,
+    )
+    tenant = Tenant.objects.create(slug="shown", display_name="Shown")
+    shown = LaunchForm(version=version, tenant=tenant)
+    sent = {
+        name: str(field.initial).replace("\n", "\r\n")
+        for name, field in shown.fields.items()
+        if field.initial is not None
+    }
+    form = LaunchForm(sent, version=version, tenant=tenant)
+    assert form.is_valid(), form.errors
+    assert form.overrides() == {}
+    launched = specs.parse(specs.apply_overrides(version.spec, {}, version.overridable))
+    assert launched.total_gpus == 33
+    assert launched.command == tuple(script)
+
+    changed = LaunchForm({**sent, "gpus": "2"}, version=version, tenant=tenant)
+    assert changed.is_valid(), changed.errors
+    assert changed.overrides() == {"gpus": 2}  # what the user changed, and only that
+    edited = {**sent, "command": "bash -c 'pip install -r req.txt\r\npython train.py --fast'"}
+    retyped = LaunchForm(edited, version=version, tenant=tenant)
+    assert retyped.is_valid(), retyped.errors
+    argv = specs.parse({**version.spec, "command": retyped.overrides()["command"]}).command
+    assert argv == ("bash", "-c", "pip install -r req.txt\npython train.py --fast")
+
+
 def test_a_spec_shown_back_reads_in_the_documented_order_whatever_the_database_kept():
     # As PostgreSQL's jsonb gives a spec back: shorter keys first.
     stored = {
