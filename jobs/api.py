@@ -1,5 +1,6 @@
 import json
 
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -106,7 +107,12 @@ class JobViewSet(
         data = launch.validated_data
         volume = None
         if data.get("data_volume"):
-            volume = get_object_or_404(DataVolume, tenant=self.tenant, name=data["data_volume"])
+            volume = DataVolume.objects.filter(
+                tenant=self.tenant, name=data["data_volume"], delete_requested=False
+            ).first()
+            if volume is None:
+                said = f"No data volume named '{data['data_volume']}' in {self.tenant.slug}."
+                raise ValidationError({"data_volume": [said]})
         kwargs = {"actor": request.user, "name": data.get("name", ""), "data_volume": volume}
         if data.get("spec"):
             job, warnings = services.launch_job(

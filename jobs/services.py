@@ -92,7 +92,9 @@ def _check_compute(tenant: Tenant, spec: JobSpec) -> None:
             )
 
 
-def _check_quota(tenant: Tenant, owner: Any, spec: JobSpec) -> None:
+def _check_quota(
+    tenant: Tenant, owner: Any, spec: JobSpec, data_volume: DataVolume | None = None
+) -> None:
     if spec.total_gpus > tenant.gpu_quota:
         raise ValidationError(
             {
@@ -106,6 +108,9 @@ def _check_quota(tenant: Tenant, owner: Any, spec: JobSpec) -> None:
             }
         )
     _check_compute(tenant, spec)
+    if data_volume is not None:
+        # Its data volume counts for as long as it exists, and may not go while the job waits.
+        _check_storage_with(tenant, spec, data_volume)
     if spec.workspace_gib > tenant.storage_quota_gib:
         raise ValidationError(
             {
@@ -228,7 +233,9 @@ def launch_job(
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
         if tenant.is_archived:
             raise ValidationError("This tenant is archived; it cannot run jobs.")
-        _check_quota(tenant, owner, spec)
+        if data_volume is not None:  # under the tenant's lock, which its delete takes too
+            _check_volume_kept(data_volume)
+        _check_quota(tenant, owner, spec, data_volume)
         endpoints.check_exposure(tenant, spec.ports)
         networks = data.get("networks") or []
         pools = attach.validate_requests(tenant, networks, spec.total_replicas)
@@ -437,8 +444,35 @@ def expand_data_volume(volume: DataVolume, *, size_gib: int, actor: Any) -> Data
     return volume
 
 
+def _check_storage_with(tenant: Tenant, spec: JobSpec, volume: DataVolume) -> None:
+    disk = spec.workspace_gib + volume.size_gib
+    if disk > tenant.storage_quota_gib:
+        said = (
+            f"The workspace disk ({spec.workspace_gib} GiB) and data volume {volume.name} "
+            f"({volume.size_gib} GiB) together are larger than the tenant's whole storage quota "
+            f"({tenant.storage_quota_gib} GiB); it could never start. Ask for a smaller workspace."
+        )
+        raise ValidationError({"volumes.workspace_gib": [ValidationError(said, code="over_quota")]})
+    if tenant.pvc_quota < 2:
+        said = (
+            f"A job with a data volume needs 2 volume claims, and {tenant.slug} may have "
+            f"{tenant.pvc_quota}; it could never start."
+        )
+        raise ValidationError({"data_volume": [ValidationError(said, code="over_quota")]})
+
+
+def _check_volume_kept(volume: DataVolume) -> None:
+    if DataVolume.objects.filter(pk=volume.pk, delete_requested=False).exists():
+        return
+    said = f"Data volume {volume.name} is being deleted; pick another, or none."
+    raise ValidationError({"data_volume": [ValidationError(said, code="deleting")]})
+
+
 @transaction.atomic
 def delete_data_volume(volume: DataVolume, *, actor: Any, except_job: Job | None = None) -> None:
+    # Launches attach volumes with the tenant locked: a launch either comes first (and is
+    # seen below) or sees this volume being deleted.
+    Tenant.objects.select_for_update().filter(pk=volume.tenant_id).first()
     users = (
         Job.objects.filter(data_volume=volume).active().exclude(pk=getattr(except_job, "pk", None))
     )

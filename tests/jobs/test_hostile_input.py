@@ -17,6 +17,7 @@ from jobs.tasks import reconcile_data_volume, reconcile_job
 from k8s_adapters.names import endpoint_host_label, identity_label, pool_nad, pool_static_nad
 from k8s_adapters.routing import DRIVERS, AuthSpec, EndpointSpec, endpoint_objects
 from k8s_adapters.volcano import VCJOB_API, build_job
+from tenants.models import Tenant
 from tests.helpers import wait_for
 from tests.jobs.conftest import settle, submitted
 from tests.tenants.conftest import make_user
@@ -341,6 +342,65 @@ def test_a_data_volume_used_by_finished_jobs_is_deleted_once(
     assert not DataVolume.objects.filter(pk=volume.pk).exists()
     reconcile_data_volume(volume.pk)  # a resync after it is gone finds nothing to do
     assert Job.objects.get(pk=job.pk).job_spec().data_volume == "corpus"
+
+
+def test_a_data_volume_being_deleted_is_attached_to_no_new_job(client, team, templates):
+    """Its claim goes once the delete is reconciled (a moment later, or after an outage of the
+    API server): a job launched on it meanwhile lost its data when it did."""
+    volume = services.create_data_volume(
+        team["tenant"], name="corpus", size_gib=10, actor=team["bob"]
+    )
+    services.delete_data_volume(volume, actor=team["bob"])  # not reconciled yet
+    with pytest.raises(ValidationError) as caught:
+        services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            name="late",
+            data_volume=volume,
+        )
+    assert caught.value.message_dict["data_volume"] == [
+        "Data volume corpus is being deleted; pick another, or none."
+    ]
+    client.force_login(team["bob"])
+    url = f"/api/v1/tenants/{team['tenant'].slug}/jobs/"
+    for name in ("corpus", "no-such-volume"):
+        answer = client.post(
+            url,
+            {"template": "single-gpu", "name": "late", "data_volume": name},
+            content_type="application/json",
+        )
+        assert answer.status_code == 400  # a field error, not a 404 that reads as a wrong URL
+        assert answer.json()["errors"]["data_volume"][0]["message"] == (
+            f"No data volume named '{name}' in {team['tenant'].slug}."
+        )
+    assert not Job.objects.filter(name="late").exists()
+
+
+def test_a_job_whose_disks_together_could_never_fit_is_refused_not_queued(team, templates):
+    """Admission counts its data volume and its workspace: over the whole storage quota
+    together, it waited at the head of the tenant's queue forever, and every job behind it."""
+    Tenant.objects.filter(pk=team["tenant"].pk).update(storage_quota_gib=500)
+    team["tenant"].refresh_from_db()
+    volume = services.create_data_volume(
+        team["tenant"], name="corpus", size_gib=400, actor=team["bob"]
+    )
+    with pytest.raises(ValidationError) as caught:
+        services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            overrides={"workspace_gib": 200},
+            name="too-big",
+            data_volume=volume,
+        )
+    assert (
+        "together are larger than the tenant's whole storage quota (500 GiB)"
+        in (caught.value.message_dict["volumes.workspace_gib"][0])
+    )
+    assert not Job.objects.filter(name="too-big").exists()
 
 
 def test_a_template_named_in_the_launch_url_opens_its_form(client, team, templates):
