@@ -18,10 +18,9 @@ from k8s_adapters.routing import (
     build_fallback,
     endpoint_objects,
 )
-from tenants.access import has_role
-from tenants.choices import Role
 from tenants.services import record
 
+from .access import may_change
 from .choices import FINISHED, Protocol
 from .models import Endpoint
 from .routes import endpoint_origin
@@ -30,11 +29,10 @@ DIRECT_MODES = ("nodeport", "loadbalancer")
 
 
 def default_mode(protocol, tenant):
-    """HTTP goes through the router; TCP uses the cluster's TCP mode, or the pod IP where the
-    tenant may not expose ports directly (NodePort and LoadBalancer bypass SSO)."""
-    if protocol == Protocol.HTTP:
-        return settings.ENDPOINT_MODE
-    mode = settings.ENDPOINT_TCP_MODE
+    """HTTP uses the cluster's mode (the router, by default), TCP its TCP mode; either is the
+    pod IP where the cluster's is NodePort or LoadBalancer (which bypass sign-in) and the tenant
+    may not expose ports directly."""
+    mode = settings.ENDPOINT_MODE if protocol == Protocol.HTTP else settings.ENDPOINT_TCP_MODE
     return mode if mode not in DIRECT_MODES or tenant.allow_direct_exposure else "podip"
 
 
@@ -147,9 +145,7 @@ def extend(endpoint, *, hours, actor):
         Endpoint.objects.select_for_update().select_related("job__tenant").get(pk=endpoint.pk)
     )
     job, tenant = endpoint.job, endpoint.job.tenant
-    if not (
-        job.owner_id == actor.pk or has_role(tenant.role_of(actor), Role.ADMIN) or actor.is_staff
-    ):
+    if not may_change(actor, job):  # platform admins count as tenant admins; a demoted owner not
         raise PermissionDenied("Only the job's owner or a tenant admin can extend it.")
     if job.is_finished:
         raise ValidationError(

@@ -494,7 +494,9 @@ def may_add_version(template: JobTemplate, actor: Any) -> bool:
     tenant = template.tenant
     if tenant is None:
         return bool(actor.is_staff)
-    return template.created_by_id == actor.pk or has_role(tenant.role_of(actor), Role.ADMIN)
+    role = tenant.role_of(actor)  # a creator since demoted to viewer no longer changes it
+    creator = template.created_by_id == actor.pk and has_role(role, Role.RESEARCHER)
+    return creator or has_role(role, Role.ADMIN)
 
 
 def _check_may_save(template: JobTemplate, created: bool, tenant: Tenant, actor: Any) -> None:

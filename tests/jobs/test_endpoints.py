@@ -14,7 +14,8 @@ from jobs.choices import JobState
 from jobs.models import Endpoint
 from jobs.tasks import reclaim_endpoints
 from k8s_adapters.routing import GATEWAY_API, TRAEFIK_API
-from tenants.models import Tenant
+from tenants.choices import Role
+from tenants.models import Membership, Tenant
 from tests.jobs.conftest import submitted
 
 pytestmark = pytest.mark.django_db
@@ -107,6 +108,18 @@ def test_tcp_ports_stay_inside_the_cluster_unless_the_tenant_may_expose_them(
     }
     row.refresh_from_db()
     assert row.observed["node_port"] == service["spec"]["ports"][0]["nodePort"]
+
+
+@pytest.mark.parametrize("protocol", ["http", "tcp", "ssh"])
+@pytest.mark.parametrize("cluster_mode", ["nodeport", "loadbalancer"])
+def test_a_cluster_that_exposes_ports_directly_does_so_only_for_tenants_allowed(
+    settings, protocol, cluster_mode
+):
+    # HTTP ports took the cluster's NodePort mode whatever the tenant: a notebook that relies
+    # on the portal's sign-in opened to anyone who reaches a node.
+    settings.ENDPOINT_MODE = settings.ENDPOINT_TCP_MODE = cluster_mode
+    assert endpoints.default_mode(protocol, Tenant(allow_direct_exposure=False)) == "podip"
+    assert endpoints.default_mode(protocol, Tenant(allow_direct_exposure=True)) == cluster_mode
 
 
 @pytest.mark.parametrize("driver", ["gateway-api", "ingress-nginx"])
@@ -290,6 +303,11 @@ def test_extensions_stay_within_the_tenant_maximum_and_only_owners_or_admins_ext
     with pytest.raises(endpoints.PermissionDenied):
         endpoints.extend(jupyter, hours=2, actor=team["dave"])
     assert endpoints.extend(jupyter, hours=2, actor=team["alice"]).expires_at > timezone.now()
+    # Its owner, demoted to viewer, reads the job and no longer changes it (the API refused,
+    # the page's form did not).
+    Membership.objects.filter(tenant=team["tenant"], user=team["bob"]).update(role=Role.VIEWER)
+    with pytest.raises(endpoints.PermissionDenied):
+        endpoints.extend(jupyter, hours=2, actor=team["bob"])
 
 
 def test_a_finished_job_loses_its_routes(

@@ -7,7 +7,8 @@ from django.core.management import call_command
 
 from jobs import services
 from jobs.models import Job, JobTemplate
-from tenants.models import AuditEvent
+from tenants.choices import Role
+from tenants.models import AuditEvent, Membership
 from tests.helpers import ONE_GPU_SPEC as SPEC
 from tests.helpers import api_as as api
 
@@ -137,6 +138,12 @@ def test_only_who_may_version_a_template_retires_or_restores_it(team, client):
     )
     outsider = api(team["charlie"]).post(f"/api/v1/templates/{bobs.template_id}/retire/")
     assert outsider.status_code == 404
+    assert JobTemplate.objects.filter(retired_at__isnull=False).count() == 0
+    # Bob, demoted to viewer, reads his template and no longer retires it for his colleagues.
+    Membership.objects.filter(tenant=team["tenant"], user=team["bob"]).update(role=Role.VIEWER)
+    demoted = bob.post(f"/api/v1/templates/{bobs.template_id}/retire/")
+    assert demoted.status_code == 403
+    assert client.post(f"/templates/{bobs.template_id}/retire/", {"retire": "1"}).status_code == 403
     assert JobTemplate.objects.filter(retired_at__isnull=False).count() == 0
 
 
