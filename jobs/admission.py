@@ -132,6 +132,54 @@ def admit(tenant_id):
     return admit_locked(tenant)
 
 
+def quota_conflicts(tenant):
+    """Field errors for quotas `tenant` (with its new values, unsaved) sets below what its
+    admitted jobs hold, or below what a queued job alone needs: the queue is served in order, so
+    such a job would wait at its head forever, and every job behind it."""
+    held = Job.objects.filter(tenant=tenant).aggregate(**_HELD)
+    storage, claims = storage_in_use(tenant)
+    limits = {
+        "gpu_quota": (held["gpus"] or 0, tenant.gpu_quota, "GPUs", "gpus", 1),
+        "cpu_quota": (
+            (held["cpu"] or 0) / 1000,
+            tenant.cpu_quota,
+            "CPU cores",
+            "cpu_millicores",
+            1000,
+        ),
+        "memory_quota_gib": (
+            (held["mem"] or 0) / 1024,
+            tenant.memory_quota_gib,
+            "GiB of memory",
+            "memory_mib",
+            1024,
+        ),
+        "storage_quota_gib": (
+            storage,
+            tenant.storage_quota_gib,
+            "GiB of storage",
+            "storage_gib",
+            1,
+        ),
+        "pvc_quota": (claims, tenant.pvc_quota, "volume claims", None, 1),
+    }
+    errors = {}
+    waiting = Job.objects.filter(_WAITING, tenant=tenant)
+    for field, (in_use, quota, words, size, scale) in limits.items():
+        if quota < in_use:
+            errors[field] = (
+                f"Admitted jobs hold {in_use:g} {words} now: lower it once they end, or cancel "
+                "some first."
+            )
+        elif size and (largest := waiting.filter(**{f"{size}__gt": quota * scale}).first()):
+            errors[field] = (
+                f"The queued job {largest.name} asks for {getattr(largest, size) / scale:g} "
+                f"{words}: it could never start under this quota, and the jobs queued behind "
+                "it would wait for good. Cancel it first."
+            )
+    return errors
+
+
 def storage_in_use(tenant):
     """(GiB, PVCs) the tenant's volumes take: the workspaces of jobs submitted or prepared ahead
     and not yet deleted, and its data volumes, as the ResourceQuota will count them."""

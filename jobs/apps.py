@@ -8,7 +8,9 @@ class JobsConfig(AppConfig):
         from networking import services as network_services
         from tenants import services as tenant_services
 
+        from .admission import quota_conflicts
         from .services import active_jobs_description, pool_jobs_description
 
         tenant_services.archive_blockers.append(active_jobs_description)
+        tenant_services.quota_floors.append(quota_conflicts)
         network_services.delete_blockers.append(pool_jobs_description)

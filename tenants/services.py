@@ -24,6 +24,9 @@ from .models import AuditEvent, Membership, Tenant
 # Other apps register callables tenant -> list of descriptions of what keeps it from being
 # archived (the jobs app lists its active jobs).
 archive_blockers: list[Callable[[Tenant], list[str]]] = []
+# And callables tenant (with new quotas, unsaved) -> {field: why it may not be that low}: the
+# jobs app says what its admitted jobs hold and what a queued job alone needs.
+quota_floors: list[Callable[[Tenant], dict[str, str]]] = []
 
 
 def tenant_snapshot(tenant: Tenant) -> dict[str, Any]:
@@ -157,6 +160,10 @@ def _check_not_below_usage(tenant: Tenant, before: dict[str, Any]) -> None:
             errors[field] = (
                 f"Cannot lower below current usage: {in_use.normalize():f} {unit} are in use now."
             )
+    for check in quota_floors:
+        for field, why in check(tenant).items():
+            if field in {row[0] for row in lowered}:
+                errors.setdefault(field, why)
     if errors:
         raise ValidationError(errors)
 

@@ -520,3 +520,38 @@ def test_a_page_of_jobs_in_the_api_costs_the_same_queries_however_many_it_lists(
     assert [job["queue_position"] for job in alices] == [
         queue_position(jobs[job["name"]]) for job in alices
     ]
+
+
+@pytest.mark.django_db
+def test_a_quota_is_not_lowered_below_what_admitted_jobs_hold_or_a_queued_job_needs():
+    """The ResourceQuota counts pods that exist; admission counts jobs admitted whose pods do
+    not yet, and serves its queue in order. A quota lowered below either left the tenant's
+    queue stuck for good: Volcano never ran the admitted jobs, or the head of the queue never
+    fit and every job behind it waited."""
+    from tenants import services as tenant_services
+
+    tenant = Tenant.objects.create(
+        slug="lowered", display_name="L", gpu_quota=8, max_running_jobs=10
+    )
+    admin = get_user_model().objects.create(username="lowerer", is_staff=True)
+    owner = get_user_model().objects.create(username="holder")
+    now = timezone.now()
+    first, big = queued(tenant, owner, "first", now), queued(tenant, owner, "big", now)
+    Job.objects.filter(pk=first.pk).update(gpus=4)
+    Job.objects.filter(pk=big.pk).update(gpus=8)
+    assert admission.admit(tenant.pk) == [first.pk]  # big waits for the other 4
+
+    def refused(**change):
+        with pytest.raises(tenant_services.ValidationError) as caught:
+            tenant_services.update_tenant(tenant, actor=admin, **change)
+        return caught.value.message_dict
+
+    assert refused(gpu_quota=6)["gpu_quota"] == [
+        "The queued job big asks for 8 GPUs: it could never start under this quota, and the "
+        "jobs queued behind it would wait for good. Cancel it first."
+    ]
+    Job.objects.filter(pk=big.pk).update(state=JobState.CANCELLED)
+    assert refused(gpu_quota=2)["gpu_quota"] == [
+        "Admitted jobs hold 4 GPUs now: lower it once they end, or cancel some first."
+    ]
+    assert tenant_services.update_tenant(tenant, actor=admin, gpu_quota=4).gpu_quota == 4
