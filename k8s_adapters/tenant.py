@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .labels import MANAGED_BY, PORTAL, TENANT, portal_labels
+from .quantity import to_decimal
 
 GPU = "nvidia.com/gpu"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
@@ -160,13 +161,75 @@ def tenant_labels(slug: str) -> dict[str, str]:
     return portal_labels(tenant=slug, component="tenant")
 
 
-def namespace_tenant(namespace: dict | None) -> str | None:
-    """Which tenant a Namespace belongs to: None when it does not exist, "" when the portal
-    does not manage it."""
-    if namespace is None:
+def owning_tenant(obj: dict | None) -> str | None:
+    """Which tenant an object named after one (its Namespace, its Queue) belongs to: None when
+    it does not exist, "" when the portal does not manage it."""
+    if obj is None:
         return None
-    labels = (namespace.get("metadata") or {}).get("labels") or {}
+    labels = (obj.get("metadata") or {}).get("labels") or {}
     return labels.get(TENANT, "") if labels.get(MANAGED_BY) == PORTAL else ""
+
+
+@dataclass(frozen=True)
+class QueueExcess:
+    """One way a queue does not fit under its parent, as Volcano's queue webhook refuses it:
+    `part` is capability, deserved or guarantee; `resources` those over the parent's limit."""
+
+    part: str
+    resources: tuple[str, ...]
+    limit: dict[str, str]
+    asked: dict[str, str]
+
+
+_VALUED_ALWAYS = ("cpu", "memory")  # compared as numbers, a missing one as 0; other
+# resources (extended ones, such as GPUs) are over a parent that does not list them at all
+
+
+def _over(limit: dict[str, Any], asked: dict[str, Any]) -> tuple[str, ...]:
+    amounts = {name: to_decimal(value) for name, value in limit.items()}
+    return tuple(
+        sorted(
+            name
+            for name, value in asked.items()
+            if name != "pods"
+            and (
+                to_decimal(value) > amounts.get(name, 0)
+                if name in _VALUED_ALWAYS
+                else name not in amounts or to_decimal(value) > amounts[name]
+            )
+        )
+    )
+
+
+def _summed(parts: list[dict[str, Any]]) -> dict[str, str]:
+    total: dict[str, Any] = {}
+    for part in parts:
+        for name, value in part.items():
+            total[name] = total.get(name, 0) + to_decimal(value)
+    return {name: str(value) for name, value in total.items()}
+
+
+def queue_excess(queue: dict, parent: dict, siblings: list[dict]) -> list[QueueExcess]:
+    """How `queue` (as `build_queue` makes it) would not fit under `parent`, beside the other
+    children of that parent (`siblings`, itself left out by name), by the rules Volcano's queue
+    webhook (v1.14) applies: its capability within the parent's in every resource it names, and
+    the children's deserved and guarantee totals within the parent's (else its capability)."""
+    name, spec = queue["metadata"]["name"], queue["spec"]
+    parent_spec = parent.get("spec") or {}
+    found = []
+    capability = parent_spec.get("capability") or {}
+    if over := _over(capability, spec.get("capability") or {}):
+        found.append(QueueExcess("capability", over, capability, spec.get("capability") or {}))
+    children = [s.get("spec") or {} for s in siblings if s["metadata"]["name"] != name] + [spec]
+    for part, read in (
+        ("deserved", lambda q: q.get("deserved") or {}),
+        ("guarantee", lambda q: (q.get("guarantee") or {}).get("resource") or {}),
+    ):
+        limit = read(parent_spec) or capability
+        total = _summed([read(child) for child in children])
+        if limit and (over := _over(limit, total)):
+            found.append(QueueExcess(part, over, dict(limit), total))
+    return found
 
 
 def quota_used(quota: dict | None) -> dict[str, str]:

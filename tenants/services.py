@@ -1,5 +1,6 @@
 """Writes to tenants and memberships: validated, atomic, audited, reconciled after commit."""
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -12,14 +13,25 @@ from core.cluster import get_cluster, node_gpus
 from core.models import SyncState
 from core.reconcile import enqueue
 from core.unique import taken_is_invalid
-from k8s_adapters.errors import K8sError
+from k8s_adapters.errors import K8sError, PermanentK8sError, TransientK8sError
 from k8s_adapters.quantity import to_decimal
-from k8s_adapters.tenant import QUEUE_API, QUOTA_NAME, namespace_tenant, quota_used
+from k8s_adapters.tenant import (
+    GPU,
+    QUEUE_API,
+    QUOTA_NAME,
+    QueueExcess,
+    build_queue,
+    owning_tenant,
+    queue_excess,
+    quota_used,
+)
 from k8s_adapters.volcano import FINISHED_PHASES, read_job
 
 from .choices import MembershipSource, Role, TenantState
 from .constants import NAMESPACE_PREFIX, TENANT_FIELDS
 from .models import AuditEvent, Membership, Tenant
+
+logger = logging.getLogger(__name__)
 
 # Other apps register callables tenant -> list of descriptions of what keeps it from being
 # archived (the jobs app lists its active jobs).
@@ -62,30 +74,55 @@ def _reconcile(tenant: Tenant) -> None:
 # -- checks against the cluster -------------------------------------------------------------
 
 
-def _check_namespace_is_ours(tenant: Tenant) -> None:
+def _read(api_version: str, kind: str, name: str) -> tuple[bool, dict | None]:
+    """(whether the cluster answered, the object or None). A refusal to read (the web account
+    lacking a right) is logged: the form's check is then skipped, and the reconciler records
+    what it finds."""
     try:
-        owner = namespace_tenant(get_cluster().get("v1", "Namespace", tenant.namespace))
-    except K8sError:
-        return  # unreachable now: the reconciler checks again and records what it finds
-    if owner is not None and owner != tenant.slug:
-        raise ValidationError(
-            {
-                "slug": (
-                    f"The namespace '{tenant.namespace}' already exists in the cluster and is not "
-                    f"managed by the portal for this tenant. Choose another slug."
-                )
-            }
-        )
+        return True, get_cluster().get(api_version, kind, name)
+    except TransientK8sError:
+        return False, None
+    except PermanentK8sError:
+        logger.exception("cannot read %s %s to check a tenant form", kind, name)
+        return False, None
+
+
+def _check_names_are_ours(tenant: Tenant) -> None:
+    """The tenant's Namespace and Volcano queue are named after its slug: one of those names
+    taken by something the portal does not manage for this tenant is never taken over (nor
+    deleted when the tenant is archived)."""
+    for api_version, kind, name in (
+        ("v1", "Namespace", tenant.namespace),
+        (QUEUE_API, "Queue", tenant.queue_name),
+    ):
+        answered, found = _read(api_version, kind, name)
+        owner = owning_tenant(found) if answered else None
+        if owner is not None and owner != tenant.slug:
+            what = "namespace" if kind == "Namespace" else "Volcano queue"
+            raise ValidationError(
+                {
+                    "slug": (
+                        f"The {what} '{name}' already exists in the cluster and is not "
+                        "managed by the portal for this tenant. Choose another slug."
+                    )
+                }
+            )
 
 
 def _check_parent_queue(tenant: Tenant, before: str = "") -> None:
     """A parent queue is a department's queue that exists in the cluster, never a tenant's own
-    (jobs run in leaf queues: one given children would take no more jobs)."""
+    (jobs run in leaf queues: one given children would take no more jobs); and the tenant's
+    queue fits under it beside its other children, as Volcano's webhook checks, or the
+    ResourceQuota would change and the queue not."""
     parent = tenant.parent_queue
-    if not parent or parent == before:
+    if not parent:
         return
     slug = parent.removeprefix(NAMESPACE_PREFIX)
-    if parent.startswith(NAMESPACE_PREFIX) and Tenant.objects.filter(slug=slug).exists():
+    if (
+        parent != before
+        and parent.startswith(NAMESPACE_PREFIX)
+        and Tenant.objects.filter(slug=slug).exists()
+    ):
         raise ValidationError(
             {
                 "parent_queue": (
@@ -94,11 +131,10 @@ def _check_parent_queue(tenant: Tenant, before: str = "") -> None:
                 )
             }
         )
-    try:
-        exists = get_cluster().get(QUEUE_API, "Queue", parent) is not None
-    except K8sError:
-        return  # unreachable now: the reconciler checks again and records what it finds
-    if not exists:
+    answered, found = _read(QUEUE_API, "Queue", parent)
+    if not answered:
+        return
+    if found is None:
         raise ValidationError(
             {
                 "parent_queue": (
@@ -107,6 +143,46 @@ def _check_parent_queue(tenant: Tenant, before: str = "") -> None:
                 )
             }
         )
+    try:
+        queues = get_cluster().list(QUEUE_API, "Queue")
+    except K8sError:
+        logger.exception("cannot list Volcano queues to check tenant %s", tenant.slug)
+        return
+    siblings = [q for q in queues if (q.get("spec") or {}).get("parent") == parent]
+    errors: dict[str, str] = {}
+    for excess in queue_excess(build_queue(tenant.to_spec()), found, siblings):
+        for resource in excess.resources:
+            field = _QUEUE_FIELDS[excess.part].get(resource, "parent_queue")
+            if field == "queue_deserved_gpus" and tenant.queue_deserved_gpus is None:
+                field = "gpu_quota"  # its deserved share is its quota
+            errors.setdefault(field, _excess_words(excess, resource, parent))
+    if errors:
+        raise ValidationError(errors)
+
+
+# Which field of the form sets each part of the tenant's queue, by resource.
+_QUEUE_FIELDS = {
+    "capability": {GPU: "gpu_quota", "cpu": "cpu_quota", "memory": "memory_quota_gib"},
+    "deserved": {GPU: "queue_deserved_gpus", "cpu": "cpu_quota", "memory": "memory_quota_gib"},
+    "guarantee": {GPU: "queue_guarantee_gpus"},
+}
+_RESOURCE_WORDS = {GPU: "GPUs", "cpu": "CPU", "memory": "memory"}
+
+
+def _excess_words(excess: QueueExcess, resource: str, parent: str) -> str:
+    words = _RESOURCE_WORDS.get(resource, resource)
+    limit = excess.limit.get(resource)
+    asked = excess.asked.get(resource)
+    room = f"allows {limit}" if limit is not None else f"sets no {words}"
+    if excess.part == "capability":
+        return (
+            f"The department queue {parent} {room}; this tenant's queue would hold {asked}. "
+            "Lower this, or ask for the department's queue to be raised first."
+        )
+    return (
+        f"The {excess.part} {words} of {parent}'s queues would add up to {asked}, and {parent} "
+        f"{room}. Lower this, or ask for the department's queue to be raised first."
+    )
 
 
 def _check_guarantees(tenant: Tenant) -> None:
@@ -175,7 +251,7 @@ def _check_not_below_usage(tenant: Tenant, before: dict[str, Any]) -> None:
 def create_tenant(*, actor: Any, **fields: Any) -> Tenant:
     tenant = Tenant(**fields)
     tenant.full_clean()
-    _check_namespace_is_ours(tenant)
+    _check_names_are_ours(tenant)
     _check_parent_queue(tenant)
     _check_guarantees(tenant)
     with taken_is_invalid("slug", f"A tenant with the slug '{tenant.slug}' already exists."):

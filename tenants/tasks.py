@@ -11,7 +11,7 @@ from k8s_adapters.tenant import (
     QUEUE_API,
     QUOTA_NAME,
     build_tenant,
-    namespace_tenant,
+    owning_tenant,
     quota_used,
     tenant_labels,
 )
@@ -28,11 +28,13 @@ def reconcile_tenant(tenant):
 
 def _apply(tenant):
     cluster = get_cluster()
-    owner = namespace_tenant(cluster.get("v1", "Namespace", tenant.namespace))
-    if owner is not None and owner != tenant.slug:
-        raise PermanentK8sError(
-            f"namespace {tenant.namespace} exists and is not managed by the portal for this tenant"
-        )
+    named = (("v1", "Namespace", tenant.namespace), (QUEUE_API, "Queue", tenant.queue_name))
+    for api_version, kind, name in named:  # another's of that name is never taken over
+        owner = owning_tenant(cluster.get(api_version, kind, name))
+        if owner is not None and owner != tenant.slug:
+            raise PermanentK8sError(
+                f"{kind} {name} exists and is not managed by the portal for this tenant"
+            )
     desired = build_tenant(tenant.to_spec())
     cluster.apply(desired)
     cluster.prune(
@@ -46,8 +48,9 @@ def _apply(tenant):
 
 def _remove(tenant):
     cluster = get_cluster()
-    cluster.delete(QUEUE_API, "Queue", tenant.queue_name)
-    if namespace_tenant(cluster.get("v1", "Namespace", tenant.namespace)) == tenant.slug:
+    if owning_tenant(cluster.get(QUEUE_API, "Queue", tenant.queue_name)) == tenant.slug:
+        cluster.delete(QUEUE_API, "Queue", tenant.queue_name)
+    if owning_tenant(cluster.get("v1", "Namespace", tenant.namespace)) == tenant.slug:
         cluster.delete("v1", "Namespace", tenant.namespace)
     return {}
 

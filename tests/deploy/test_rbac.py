@@ -361,6 +361,9 @@ def test_the_web_account_reads_what_its_pages_show_and_writes_nothing(
     web.list("v1", "Pod", namespace=namespace)  # a job's pods and their Events, for its page
     web.list("v1", "Event", namespace=namespace)
     assert web.get("whereabouts.cni.cncf.io/v1alpha1", "IPPool", "none", "kube-system") is None
+    # A tenant form: the queue's name free, and its department's queue and its children.
+    assert web.get("scheduling.volcano.sh/v1beta1", "Queue", "no-such-queue") is None
+    web.list("scheduling.volcano.sh/v1beta1", "Queue")
     assert web.get("v1", "Pod", "no-such-pod", namespace) is None  # allowed; there is none
     with pytest.raises(PermanentK8sError) as missing:  # allowed to read logs; there is no pod
         list(web.pod_log("no-such-pod", namespace))

@@ -3,11 +3,14 @@ tenant left without an admin, an archived tenant changed, a parent queue that ca
 refusal that gives away what exists. Each answer is a field error that says what to fix."""
 
 import uuid
+from dataclasses import replace
 
 import pytest
 from rest_framework.test import APIClient
 
-from k8s_adapters.tenant import QUEUE_API
+from k8s_adapters.client import Cluster
+from k8s_adapters.errors import PermanentK8sError
+from k8s_adapters.tenant import QUEUE_API, build_queue
 from tenants import services
 from tenants.choices import Role, TenantState
 from tenants.models import AuditEvent, Membership, Tenant
@@ -139,39 +142,91 @@ def test_a_tenant_change_is_refused_before_its_input_is_read(people):
     assert api(people["alice"]).post("/api/v1/tenants/", {}, format="json").status_code == 403
 
 
-def test_a_parent_queue_is_a_departments_queue_that_exists(admin_user, people, cluster):
+def test_a_parent_queue_is_a_departments_queue_that_exists_and_holds_the_tenants(
+    admin_user, people, cluster, tenant_objects_cleanup, django_capture_on_commit_callbacks
+):
+    """Volcano's queue webhook refuses a child queue that does not fit under its parent: its
+    capability above the parent's, or the children's deserved shares (or guarantees) above the
+    parent's. The form refuses what the webhook would; else the ResourceQuota changed and the
+    queue did not. Each refusal is checked against the real webhook too."""
     vision, nlp = people["vision"], people["nlp"]
 
-    def refused(parent):
+    def refused(tenant, field, **change):
         with pytest.raises(services.ValidationError) as caught:
-            services.update_tenant(vision, actor=admin_user, parent_queue=parent)
-        return caught.value.message_dict["parent_queue"][0]
+            services.update_tenant(tenant, actor=admin_user, **change)
+        return caught.value.message_dict[field][0]
 
-    assert refused(nlp.queue_name) == (
+    assert refused(vision, "parent_queue", parent_queue=nlp.queue_name) == (
         f"'{nlp.queue_name}' is the job queue of tenant {nlp.slug}; jobs run in leaf queues, "
         "so name a department's queue instead."
     )
-    missing = f"dept-{uuid.uuid4().hex[:6]}"
-    assert refused(missing) == (
-        f"There is no Volcano queue '{missing}' in the cluster; create the department's queue "
+    dept = f"dept-{uuid.uuid4().hex[:6]}"
+    assert refused(vision, "parent_queue", parent_queue=dept) == (
+        f"There is no Volcano queue '{dept}' in the cluster; create the department's queue "
         "first, or leave this empty."
     )
-    cluster.apply(
-        [
-            {
-                "apiVersion": QUEUE_API,
-                "kind": "Queue",
-                "metadata": {"name": missing},
-                "spec": {"weight": 1, "reclaimable": True},
-            }
-        ]
+    room = {"nvidia.com/gpu": "20", "cpu": "100000", "memory": "1000Ti"}
+    cluster.apply_one(
+        {
+            "apiVersion": QUEUE_API,
+            "kind": "Queue",
+            "metadata": {"name": dept},
+            "spec": {"weight": 1, "reclaimable": True, "capability": room},
+        }
     )
+    tenant_objects_cleanup.extend([vision.slug])
+    by_hand = Cluster(cluster.api_client, field_manager="someone-by-hand")
+
+    def webhook_refuses(tenant, **change):
+        spec = replace(tenant.to_spec(), **change)
+        with pytest.raises(PermanentK8sError) as caught:
+            by_hand.apply_one({**build_queue(spec), "metadata": {"name": f"probe-{tenant.slug}"}})
+        return caught.value.message
+
     try:
-        services.update_tenant(vision, actor=admin_user, parent_queue=missing)
+        with django_capture_on_commit_callbacks(execute=True):  # 16 GPUs under 20
+            services.update_tenant(vision, actor=admin_user, parent_queue=dept)
         vision.refresh_from_db()
-        assert vision.parent_queue == missing
+        assert (vision.parent_queue, vision.sync_state) == (dept, "in_sync"), vision.sync_message
+        assert cluster.get(QUEUE_API, "Queue", vision.queue_name)["spec"]["parent"] == dept
+
+        assert refused(vision, "gpu_quota", gpu_quota=24) == (
+            f"The department queue {dept} allows 20; this tenant's queue would hold 24. Lower "
+            "this, or ask for the department's queue to be raised first."
+        )
+        assert "exceeds parent queue" in webhook_refuses(vision, gpus=24, parent_queue=dept)
+        # nlp's 8 beside vision's 16 deserve more than the department's 20.
+        assert refused(nlp, "gpu_quota", parent_queue=dept) == (
+            f"The deserved GPUs of {dept}'s queues would add up to 24, and {dept} allows 20. "
+            "Lower this, or ask for the department's queue to be raised first."
+        )
+        assert "deserved" in webhook_refuses(nlp, parent_queue=dept)
+        services.update_tenant(nlp, actor=admin_user, parent_queue=dept, queue_deserved_gpus=4)
     finally:
-        cluster.delete(QUEUE_API, "Queue", missing)
+        with django_capture_on_commit_callbacks(execute=True):
+            services.update_tenant(vision, actor=admin_user, parent_queue="")
+        cluster.delete(QUEUE_API, "Queue", dept)
+
+
+def test_a_queue_of_the_tenants_name_not_the_portals_is_never_taken_over(
+    admin_user, cluster, new_slug
+):
+    slug = new_slug("taken")
+    cluster.apply_one(
+        {
+            "apiVersion": QUEUE_API,
+            "kind": "Queue",
+            "metadata": {"name": f"tenant-{slug}"},
+            "spec": {"weight": 1, "reclaimable": True},
+        }
+    )
+    with pytest.raises(services.ValidationError) as caught:
+        services.create_tenant(actor=admin_user, slug=slug, display_name="Taken", gpu_quota=8)
+    assert caught.value.message_dict["slug"] == [
+        f"The Volcano queue 'tenant-{slug}' already exists in the cluster and is not managed by "
+        "the portal for this tenant. Choose another slug."
+    ]
+    assert not Tenant.objects.filter(slug=slug).exists()
 
 
 def test_the_member_form_keeps_what_was_typed_with_the_error_and_says_what_it_did(people, client):
