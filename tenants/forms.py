@@ -1,9 +1,19 @@
 from django import forms
 from django.contrib.auth import get_user_model
+from django.core import signing
+from django.core.exceptions import ValidationError
 
 from .choices import Role
 from .constants import QUEUE_FIELDS, QUOTA_FIELDS
 from .models import Tenant
+
+SHOWN = "tenant-form-shown"
+EDITABLE = ["display_name", *QUOTA_FIELDS, *QUEUE_FIELDS]
+
+
+def _same(value):
+    """A value as the page and the database both say it: an empty text box is no value."""
+    return None if value == "" else value
 
 
 class TenantForm(forms.ModelForm):
@@ -13,11 +23,47 @@ class TenantForm(forms.ModelForm):
         model = Tenant
         fields = ["slug", "display_name", *QUOTA_FIELDS, *QUEUE_FIELDS]
 
+    # The values the edit page showed, signed: what the admin changed is read against them,
+    # not against the tenant as it is when the form comes back.
+    shown = forms.CharField(required=False, widget=forms.HiddenInput)
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.fields["slug"].disabled = True
             self.fields["slug"].help_text = "The slug names cluster objects and cannot change."
+            self.fields["shown"].initial = signing.dumps(self._values(self.instance), salt=SHOWN)
+
+    def _values(self, tenant):
+        return {name: getattr(tenant, name) for name in EDITABLE}
+
+    def changes(self, current):
+        """The fields this admin changed from what the page showed them, to their new values.
+        Another admin's change since then to a field left alone stays; one to a field this admin
+        changed too is an error on it, saying what it is now."""
+        try:
+            shown = signing.loads(self.cleaned_data.get("shown") or "", salt=SHOWN)
+        except signing.BadSignature:
+            raise ValidationError(
+                "This page was altered, or is from before an upgrade: reload it and make the "
+                "change again."
+            ) from None
+        now = self._values(current)
+        changes, conflicts = {}, {}
+        for name in EDITABLE:
+            typed, was = _same(self.cleaned_data.get(name)), _same(shown.get(name))
+            if typed == was:
+                continue
+            if _same(now[name]) not in (was, typed):
+                value = "empty" if now[name] in (None, "") else now[name]
+                conflicts[name] = (
+                    f"Another admin changed this to {value} since you opened the page; reload "
+                    "it and decide again."
+                )
+            changes[name] = self.cleaned_data.get(name)
+        if conflicts:
+            raise ValidationError(conflicts)
+        return changes
 
 
 class AddMemberForm(forms.Form):

@@ -45,7 +45,8 @@ def tenant_create(request):
     form = TenantForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            tenant = services.create_tenant(actor=request.user, **form.cleaned_data)
+            fields = {k: v for k, v in form.cleaned_data.items() if k != "shown"}
+            tenant = services.create_tenant(actor=request.user, **fields)
         except ValidationError as exc:
             apply_errors(form, exc)
         else:
@@ -62,8 +63,8 @@ def tenant_edit(request, slug):
     require_platform_admin(request.user)
     form = TenantForm(request.POST or None, instance=Tenant.objects.get(pk=tenant.pk))
     if request.method == "POST" and form.is_valid():
-        changes = {f: form.cleaned_data[f] for f in form.changed_data if f != "slug"}
         try:
+            changes = form.changes(Tenant.objects.get(pk=tenant.pk))
             services.update_tenant(tenant, actor=request.user, **changes)
         except ValidationError as exc:
             apply_errors(form, exc)

@@ -261,3 +261,34 @@ def test_a_refused_page_says_why(people, client):
     page = client.get("/console/")
     assert page.status_code == 403
     assert "Only platform admins can do this." in page.content.decode()
+
+
+def test_two_admins_editing_a_tenant_keep_each_others_changes(admin_user, people, client):
+    """The edit page sends back every box. Read against the tenant as it was when the form came
+    back, a box another admin had changed meanwhile counted as changed back: one admin's rename
+    undid the other's quota raise. Now only what each changed is changed, and a box both
+    changed is refused with what it is now."""
+    vision = people["vision"]
+    client.force_login(admin_user)
+    url = f"/tenants/{vision.slug}/edit/"
+    page = client.get(url)
+    form = page.context["form"]
+    sent = {
+        name: field.value()
+        for name, field in ((f.name, f) for f in form)
+        if field.value() is not None
+    }
+    sent = {k: ("on" if v is True else v) for k, v in sent.items() if v is not False}
+    services.update_tenant(vision, actor=admin_user, gpu_quota=24)  # the other admin, meanwhile
+    renamed = client.post(url, {**sent, "display_name": "Vision Lab"})
+    assert renamed.status_code == 302
+    vision.refresh_from_db()
+    assert (vision.display_name, vision.gpu_quota) == ("Vision Lab", 24)
+
+    clash = client.post(url, {**sent, "gpu_quota": "12"})  # the same old page, a quota both set
+    assert clash.status_code == 200
+    assert clash.context["form"].errors["gpu_quota"] == [
+        "Another admin changed this to 24 since you opened the page; reload it and decide again."
+    ]
+    vision.refresh_from_db()
+    assert vision.gpu_quota == 24
