@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
+from core.locks import POOL_WRITES, take_turn
 from core.reconcile import enqueue, send
 from core.unique import taken_is_invalid
 from k8s_adapters.errors import K8sError
@@ -50,16 +51,10 @@ def _reconcile(pool: IPPool) -> None:
     enqueue("networking.reconcile_pool", pool.pk)
 
 
-# Taken by every pool write until its transaction ends: two writes checking for overlap at once
-# would each find the other's range free.
-POOL_WRITES_LOCK = 0x6770_706F_6F6C  # "gppool"
-
-
 def _check_overlap(pool: IPPool) -> None:
     """No two pools of one L2 domain (the interface the CNI plugin attaches to: a VLAN on a host
     interface, however written, `bond0` with VLAN 10 or `bond0.10`) may overlap."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [POOL_WRITES_LOCK])
+    take_turn(POOL_WRITES)  # two writes at once would each find the other's range free
     mine = pool.interval
     others = IPPool.objects.exclude(pk=pool.pk).only(
         "name", "cidr", "range_start", "range_end", "master", "vlan"

@@ -10,6 +10,7 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from core.cluster import get_cluster, node_gpus
+from core.locks import GUARANTEES, take_turn
 from core.models import SyncState
 from core.reconcile import enqueue
 from core.unique import taken_is_invalid
@@ -188,6 +189,7 @@ def _excess_words(excess: QueueExcess, resource: str, parent: str) -> str:
 def _check_guarantees(tenant: Tenant) -> None:
     if not tenant.queue_guarantee_gpus:
         return
+    take_turn(GUARANTEES)  # two saves at once would each count the other's guarantee unchanged
     others = (
         Tenant.objects.active().exclude(pk=tenant.pk).values_list("queue_guarantee_gpus", flat=True)
     )

@@ -53,7 +53,9 @@ def apply_groups(user, groups):
         m.tenant.slug: m for m in Membership.objects.filter(user=user).select_related("tenant")
     }
     for slug, membership in current.items():
-        if membership.source != MembershipSource.SSO:
+        # Hand-made ones are left alone; so are an archived tenant's, which stay as they were
+        # (its members keep reading its history), whatever the groups say now.
+        if membership.source != MembershipSource.SSO or membership.tenant.is_archived:
             continue
         if slug not in tenants:
             membership.delete()

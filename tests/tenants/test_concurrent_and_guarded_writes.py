@@ -292,3 +292,34 @@ def test_two_admins_editing_a_tenant_keep_each_others_changes(admin_user, people
     ]
     vision.refresh_from_db()
     assert vision.gpu_quota == 24
+
+
+@pytest.mark.django_db(transaction=True)
+def test_guarantees_saved_at_once_never_add_up_past_the_cluster(admin_user, new_slug):
+    """Each save summed the other tenants' guarantees before the other's was saved: two at
+    once guaranteed more GPUs than the cluster has."""
+    from django.core.cache import cache
+
+    from core.cluster import node_gpus
+
+    cache.delete("node-gpu-summary")
+    held = sum(Tenant.objects.active().values_list("queue_guarantee_gpus", flat=True))
+    half = (node_gpus().total - held) // 2 + 1
+    slugs = iter([new_slug("guar"), new_slug("guar")])
+
+    def create():
+        try:
+            services.create_tenant(
+                actor=admin_user,
+                slug=next(slugs),
+                display_name="G",
+                gpu_quota=half,
+                queue_guarantee_gpus=half,
+            )
+        except services.ValidationError as exc:
+            return exc.message_dict["queue_guarantee_gpus"][0]
+        return "created"
+
+    answers = at_once(2, create)
+    assert answers.count("created") == 1, answers
+    assert "Guarantees would add up to" in [a for a in answers if a != "created"][0]

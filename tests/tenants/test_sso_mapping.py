@@ -41,3 +41,20 @@ def test_groups_come_from_userinfo_and_id_token_merged():
 
 def test_a_single_group_string_counts_as_one_group():
     assert groups_from_claims({"id_token": {"roles": "a"}}, "roles") == ["a"]
+
+
+def test_an_archived_tenants_sso_memberships_stay_as_they_were(people, settings):
+    """An archived tenant's members keep reading its history: a sign-in after its archive
+    (the IdP group still there, or gone) changes nothing of it, as for hand-made ones."""
+    from tenants.choices import MembershipSource, Role, TenantState
+    from tenants.models import Membership, Tenant
+    from tenants.sso import apply_groups
+
+    settings.SSO_GROUP_PATTERN = PATTERN
+    vision, bob = people["vision"], people["bob"]
+    Membership.objects.filter(tenant=vision, user=bob).update(source=MembershipSource.SSO)
+    Tenant.objects.filter(pk=vision.pk).update(state=TenantState.ARCHIVED)
+    apply_groups(bob, [f"gpu-portal:{vision.slug}:researcher"])
+    apply_groups(bob, [])
+    kept = Membership.objects.get(tenant=vision, user=bob)
+    assert (kept.role, kept.source) == (Role.RESEARCHER, MembershipSource.SSO)
