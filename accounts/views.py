@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.response import Response
 
 from core.fields import ID_REGEX, NoUnknownFields
@@ -78,6 +78,20 @@ def revoke_token(request, token_id):
     return redirect("profile")
 
 
+class NotByToken(permissions.BasePermission):
+    """New credentials come from a signed-in person, not from a token: a token, leaked or
+    short-lived, would otherwise make a year-long one (outliving its own revocation) or add an
+    SSH key every later job of its user mounts. Reading and revoking are allowed."""
+
+    message = (
+        "A token cannot make tokens or add SSH keys; sign in to the portal and do this from "
+        "your profile page (or with a browser session)."
+    )
+
+    def has_permission(self, request, view):
+        return request.method != "POST" or not isinstance(request.auth, ApiToken)
+
+
 class SSHKeySerializer(NoUnknownFields, serializers.ModelSerializer):
     class Meta:
         model = SSHKey
@@ -89,6 +103,7 @@ class SSHKeyViewSet(viewsets.ModelViewSet):
 
     lookup_value_regex = ID_REGEX
     serializer_class = SSHKeySerializer
+    permission_classes = [permissions.IsAuthenticated, NotByToken]
     http_method_names = ["get", "post", "delete", "head", "options"]
 
     def get_queryset(self):
@@ -126,6 +141,7 @@ class TokenViewSet(
 
     lookup_value_regex = ID_REGEX
     serializer_class = TokenSerializer
+    permission_classes = [permissions.IsAuthenticated, NotByToken]
 
     def get_queryset(self):
         return ApiToken.objects.filter(user=self.request.user)

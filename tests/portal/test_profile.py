@@ -1,6 +1,9 @@
+from datetime import timedelta
+
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import MAX_SSH_KEYS, ApiToken, SSHKey
@@ -105,3 +108,26 @@ def test_an_ssh_key_is_one_whole_line_of_bounded_size(bob_client, client):
     assert SSHKey.objects.get(user=bob, name="a").fingerprint in listed
     assert SSHKey.objects.get(user=bob, name="a").fingerprint.startswith("SHA256:")
     assert SSHKey.objects.filter(user=bob).count() == MAX_SSH_KEYS
+
+
+def test_a_token_makes_no_tokens_and_adds_no_ssh_keys(bob_client):
+    """A leaked token, however short-lived, could make a year-long one that outlives its own
+    revocation, or add an SSH key every later job of its user mounts. New credentials come
+    from a signed-in person; a token still reads and revokes."""
+    bob, session = bob_client
+    _, raw = ApiToken.issue(bob, "ci", expires_at=timezone.now() + timedelta(days=1))
+    by_token = APIClient()
+    by_token.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    minted = by_token.post("/api/v1/me/tokens/", {"name": "x", "days": 365}, format="json")
+    keyed = by_token.post(
+        "/api/v1/me/ssh-keys/", {"name": "k", "public_key": ED25519}, format="json"
+    )
+    for refused in (minted, keyed):
+        assert refused.status_code == 403
+        assert "A token cannot make tokens or add SSH keys" in refused.json()["detail"]
+    assert ApiToken.objects.filter(user=bob).count() == 1
+    assert not SSHKey.objects.filter(user=bob).exists()
+    assert by_token.get("/api/v1/me/tokens/").json()["count"] == 1
+    made = session.post("/api/v1/me/tokens/", {"name": "y", "days": 30}, format="json")
+    assert made.status_code == 201  # signed in, as the profile page is
+    assert by_token.delete(f"/api/v1/me/tokens/{made.json()['id']}/").status_code == 204
