@@ -3,6 +3,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from core.fields import NAME_REGEX, NoUnknownFields, SlugRelatedField
@@ -174,7 +175,10 @@ class PoolViewSet(
                 note=data.get("note", ""),
             )
         except services.ValidationError as exc:
-            codes = {e.code for errors in exc.error_dict.values() for e in errors}
+            listed = getattr(exc, "error_dict", {"": getattr(exc, "error_list", [])})
+            codes = {e.code for errors in listed.values() for e in errors}
+            if "gone" in codes:  # deleted between this request's read of it and its lock
+                raise NotFound(exc.messages[0]) from exc
             if codes & {"pool_full", "taken"}:
                 return Response(
                     {"detail": exc.messages[0], "code": "conflict", "errors": {}},

@@ -204,3 +204,28 @@ def test_exclusions_that_are_not_a_list_of_addresses_are_a_field_error(admin, ex
     answer = api(admin).post("/api/v1/ip-pools/", body, format="json")
     assert answer.status_code == 400
     assert "exclusions" in answer.json()["errors"]
+
+
+@pytest.mark.django_db
+def test_a_reservation_on_a_pool_deleted_meanwhile_is_a_404_not_a_500(team, admin, monkeypatch):
+    """The pool is read, then locked: a delete in between made the service's refusal (a
+    message without a field) a crash of the API's error handling."""
+    from networking.api import PoolViewSet
+
+    pool = services.create_pool(actor=admin, tenants=[team["tenant"]], **POOL)
+    read, found = PoolViewSet.get_object, []
+
+    def read_then_deleted(view):
+        if not found:
+            found.append(read(view))
+            IPPool.objects.filter(pk=pool.pk).delete()  # another admin's, committed between
+        return found[0]
+
+    monkeypatch.setattr(PoolViewSet, "get_object", read_then_deleted)
+    answer = api(admin).post(
+        "/api/v1/ip-pools/mgmt-a/reservations/",
+        {"tenant": team["tenant"].slug, "owner": "bob"},
+        format="json",
+    )
+    assert answer.status_code == 404
+    assert answer.json()["detail"] == "The pool mgmt-a was deleted meanwhile."
