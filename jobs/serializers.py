@@ -7,7 +7,7 @@ from networking.addresses import job_addresses
 
 from .admission import queue_position
 from .models import DataVolume, Endpoint, Job, JobEvent, JobTemplate, JobTemplateVersion
-from .spec import MAX_SOURCE_CHARS
+from .spec import MAX_SOURCE_CHARS, OVERRIDABLE
 
 
 class JobEventSerializer(serializers.ModelSerializer):
@@ -152,6 +152,11 @@ class LaunchSerializer(NoUnknownFields, serializers.Serializer):
     def validate(self, attrs):
         if bool(attrs.get("template")) == bool(attrs.get("spec")):
             raise serializers.ValidationError("Give either a template or a spec.")
+        if attrs.get("spec"):  # a spec says all of it: an override beside it would be dropped
+            extra = [k for k in (*OVERRIDABLE, "version") if k in attrs and k != "data_volume"]
+            if extra:
+                said = "Not with a spec: write it into the spec (an override changes a template)."
+                raise serializers.ValidationError({k: [said] for k in extra})
         return attrs
 
 

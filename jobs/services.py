@@ -168,8 +168,11 @@ def template_version(
     raise ValidationError({"version": f"Template {template.name} has no {missing}."})
 
 
-def generate_name(prefix: str) -> str:
-    return f"{prefix[:40]}-{secrets.token_hex(3)}"
+def generate_name(prefix: str, suffix: str = "") -> str:
+    """A job name from a template's (or a job's) name: a valid one however that name starts
+    (a template may be named '7b-sft'; a job's name starts with a letter) and however long."""
+    stem = prefix if prefix[:1].isalpha() else f"job-{prefix}"
+    return f"{stem[:40].rstrip('-')}-{suffix or secrets.token_hex(3)}"
 
 
 def resolve(

@@ -221,10 +221,19 @@ def _int(errors: Errors, path: str, value: Any, low: int, high: int) -> int:
 QUANTITY_MAX = 2**53
 
 
+# Kubernetes' quantity grammar (apimachinery's): no spaces, no '_', which Python's Decimal takes.
+QUANTITY = re.compile(r"^[+-]?[0-9.]+[eEinumkKMGTP]*[-+]?[0-9]*$")
+
+
 def _quantity(errors: Errors, path: str, value: Any) -> str:
     try:
         amount = to_decimal(value)
-        ok = amount.is_finite() and 0 < amount < QUANTITY_MAX
+        ok = (
+            not isinstance(value, bool)
+            and bool(QUANTITY.match(str(value)))
+            and amount.is_finite()
+            and 0 < amount < QUANTITY_MAX
+        )
     except (ValueError, ArithmeticError, TypeError):
         ok = False
     if not ok:
@@ -233,6 +242,17 @@ def _quantity(errors: Errors, path: str, value: Any) -> str:
             f"'{value}' is not a positive Kubernetes quantity such as '8', '500m' or '64Gi'.",
             "invalid_quantity",
         )
+    return str(value)
+
+
+def _text(errors: Errors, path: str, value: Any) -> str:
+    """A text field as YAML read it: a blank one (null) is empty, a number its digits; true,
+    false, yes or no were read as a boolean, which is said (the text meant is in quotes)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        errors.add(path, f"This was read as {str(value).lower()}; put it in quotes if it is text.")
+        return ""
     return str(value)
 
 
@@ -249,10 +269,29 @@ def _argv(errors: Errors, path: str, value: Any) -> list[str]:
     return list(value)
 
 
+def _working_dir(errors: Errors, value: Any) -> str:
+    path = _text(errors, "working_dir", value)
+    if path and not path.startswith("/"):
+        errors.add("working_dir", f"'{path}' is not an absolute path; start it with '/'.")
+    return path
+
+
 def _policies(errors: Errors, path: str, items: Any) -> tuple[Policy, ...]:
-    policies = []
+    """Lifecycle policies, one action per event in a list, and '*' (any event) alone in its
+    list: Volcano's job webhook refuses both, after the portal admitted the job."""
+    policies: list[Policy] = []
+    first: dict[str, int] = {}
     for i, item in _items(errors, path, items):
         event, action = item.get("event"), item.get("action")
+        if isinstance(event, str) and event in first:
+            errors.add(
+                f"{path}[{i}].event",
+                f"{event} already has a policy in this list ({path}[{first[event]}]); give "
+                "each event one action.",
+                "duplicate",
+            )
+        elif isinstance(event, str):
+            first[event] = i
         if event not in POLICY_EVENTS:
             errors.add(
                 f"{path}[{i}].event",
@@ -264,6 +303,11 @@ def _policies(errors: Errors, path: str, items: Any) -> tuple[Policy, ...]:
                 f"Unknown action {action!r}; use one of {', '.join(POLICY_ACTIONS)}.",
             )
         policies.append(Policy(str(event), str(action)))
+    if "*" in first and len(first) > 1:
+        errors.add(
+            f"{path}[{first['*']}].event",
+            "'*' (any event) stands alone in its list: name the events instead, or keep only it.",
+        )
     return tuple(policies)
 
 
@@ -325,7 +369,7 @@ def _tasks(errors: Errors, items: Any) -> tuple[Task, ...]:
                 "Task names are up to 20 lowercase letters, digits and '-', starting with a "
                 "letter, for example 'worker'.",
             )
-        product = str(item.get("gpu_product", ""))
+        product = _text(errors, f"{path}.gpu_product", item.get("gpu_product"))
         if not LABEL_VALUE.match(product):
             errors.add(
                 f"{path}.gpu_product",
@@ -452,7 +496,7 @@ def _env(errors: Errors, env: Any) -> tuple[tuple[str, str], ...]:
                 "leave it out.",
                 "reserved",
             )
-    return tuple((str(k), str(v)) for k, v in env.items())
+    return tuple((str(k), _text(errors, f"env.{k}", v)) for k, v in env.items())
 
 
 def parse(
@@ -531,7 +575,7 @@ def parse(
         tasks=tasks,
         command=tuple(_argv(errors, "command", data.get("command", []))),
         args=tuple(_argv(errors, "args", data.get("args", []))),
-        working_dir=str(data.get("working_dir", "")),
+        working_dir=_working_dir(errors, data.get("working_dir")),
         env=_env(errors, data.get("env", {})),
         min_available=min_available,
         max_retry=_int(errors, "max_retry", data.get("max_retry", 3), 0, 100),
@@ -596,6 +640,12 @@ def apply_overrides(
             if not isinstance(value, dict):
                 errors.add(key, "Give replicas per task, for example {worker: 4}.")
                 continue
+            names = [task["name"] for task in spec["tasks"]]
+            for unknown in [name for name in value if name not in names]:
+                errors.add(
+                    f"{key}.{unknown}",
+                    f"No task named '{unknown}'; this template's tasks are {', '.join(names)}.",
+                )
             for task in spec["tasks"]:
                 if task["name"] in value:
                     task["replicas"] = value[task["name"]]

@@ -146,7 +146,11 @@ def launch(request, slug):
 def preview(tenant, user, version, overrides, name, volume):
     data = services.specs.apply_overrides(version.spec, overrides, version.overridable)
     spec = services.resolve(
-        tenant, user, name=name or f"{version.template.name}-preview", data=data, data_volume=volume
+        tenant,
+        user,
+        name=name or services.generate_name(version.template.name, "preview"),
+        data=data,
+        data_volume=volume,
     )
     return {
         "yaml": manifests_yaml(build_job(spec)),

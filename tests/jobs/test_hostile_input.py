@@ -493,3 +493,22 @@ def test_numbers_that_are_not_plain_digits_are_refused_not_a_500(
     expected = 401 if number.isascii() and number.isdigit() else 404
     assert client.get(f"/auth/endpoint/{quote(number)}").status_code == expected
     assert jupyter.pk  # the endpoint itself was there all along
+
+
+def test_an_api_launch_with_a_spec_and_overrides_beside_it_is_refused(team, client):
+    """With a spec, gpus, image and the like were accepted and dropped without a word."""
+    client.force_login(team["bob"])
+    answer = client.post(
+        f"/api/v1/tenants/{team['tenant'].slug}/jobs/",
+        {
+            "name": "both",
+            "spec": {"image": "pytorch", "tasks": [{"name": "main", "gpus": 1}]},
+            "gpus": 8,
+        },
+        content_type="application/json",
+    )
+    assert answer.status_code == 400
+    assert answer.json()["errors"]["gpus"][0]["message"] == (
+        "Not with a spec: write it into the spec (an override changes a template)."
+    )
+    assert not Job.objects.filter(name="both").exists()

@@ -205,3 +205,73 @@ def test_a_spec_shown_back_reads_in_the_documented_order_whatever_the_database_k
     assert list(shown["tasks"][0]) == ["name", "replicas", "gpus", "custom"]
     assert shown == stored  # the same spec, only in another order
     assert specs.in_reading_order(["not", "a", "spec"]) == ["not", "a", "spec"]
+
+
+@pytest.mark.parametrize(
+    ("policies", "path", "said"),
+    [
+        (
+            [
+                {"event": "PodEvicted", "action": "RestartJob"},
+                {"event": "PodEvicted", "action": "AbortJob"},
+            ],
+            "policies[1].event",
+            "PodEvicted already has a policy in this list (policies[0]); give each event one",
+        ),
+        (
+            [{"event": "*", "action": "RestartJob"}, {"event": "PodFailed", "action": "AbortJob"}],
+            "policies[0].event",
+            "'*' (any event) stands alone in its list",
+        ),
+    ],
+)
+def test_policies_volcano_would_refuse_are_field_errors(policies, path, said):
+    # Volcano's job webhook refuses both, after the portal had admitted the job: it sat in
+    # error holding its GPUs.
+    assert said in errors_of(base(policies=policies))[path][0]
+    task_level = base(tasks=[{"name": "main", "gpus": 1, "policies": policies}])
+    assert (
+        said.replace("policies[", "tasks[0].policies[")
+        in (errors_of(task_level)[f"tasks[0].{path}"][0])
+    )
+
+
+@pytest.mark.parametrize("amount", [" 8", "1_000", "8 Gi", True])
+def test_quantities_kubernetes_would_refuse_are_field_errors(amount):
+    assert (
+        "positive Kubernetes quantity"
+        in errors_of(base(tasks=[{"name": "main", "cpu": amount}]))["tasks[0].cpu"][0]
+    )
+
+
+def test_yaml_blanks_are_empty_and_booleans_are_said_not_turned_into_words():
+    parsed = specs.parse(
+        base(
+            tasks=[{"name": "main", "gpus": 1, "gpu_product": None}],
+            working_dir=None,
+            env={"HF_TOKEN": None, "PORT": 8080},
+        )
+    )
+    assert parsed.tasks[0].gpu_product == ""  # not 'None', which no node is labelled with
+    assert parsed.working_dir == ""
+    assert dict(parsed.env) == {"HF_TOKEN": "", "PORT": "8080"}
+    errors = errors_of(base(env={"DEBUG": False}, working_dir="src"))
+    assert errors["env.DEBUG"] == ["This was read as false; put it in quotes if it is text."]
+    assert errors["working_dir"] == ["'src' is not an absolute path; start it with '/'."]
+
+
+def test_an_override_of_a_task_the_template_does_not_have_is_an_error_not_dropped():
+    template = base(tasks=[{"name": "worker", "replicas": 2, "gpus": 1}])
+    with pytest.raises(ValidationError) as caught:
+        specs.apply_overrides(template, {"replicas": {"wroker": 4}}, ["replicas"])
+    assert caught.value.message_dict == {
+        "replicas.wroker": ["No task named 'wroker'; this template's tasks are worker."]
+    }
+
+
+def test_generated_names_are_valid_job_names_whatever_the_template_is_named():
+    from jobs.services import generate_name
+
+    for template in ("7b-sft", "a" * 50, "x" * 39 + "-y"):
+        for name in (generate_name(template), generate_name(template, "preview")):
+            specs.validate_job_name(name)
