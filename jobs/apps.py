@@ -9,8 +9,13 @@ class JobsConfig(AppConfig):
         from tenants import services as tenant_services
 
         from .admission import quota_conflicts
-        from .services import active_jobs_description, pool_jobs_description
+        from .services import (
+            active_jobs_description,
+            data_volumes_description,
+            pool_jobs_description,
+        )
 
         tenant_services.archive_blockers.append(active_jobs_description)
+        tenant_services.archive_blockers.append(data_volumes_description)
         tenant_services.quota_floors.append(quota_conflicts)
         network_services.delete_blockers.append(pool_jobs_description)

@@ -42,6 +42,17 @@ def active_jobs_description(tenant: Tenant) -> list[str]:
     return [f"job {j.name} ({j.state})" for j in Job.objects.filter(tenant=tenant).active()]
 
 
+def data_volumes_description(tenant: Tenant) -> list[str]:
+    """For tenant archiving: its data volumes, whose data would go with its namespace; they are
+    deleted first, on purpose."""
+    volumes = DataVolume.objects.filter(tenant=tenant, delete_requested=False)
+    return [
+        f"data volume {v.name} ({v.size_gib} GiB; its data would go with the namespace: "
+        "delete it first)"
+        for v in volumes
+    ]
+
+
 def pool_jobs_description(pool: Any) -> list[str]:
     """For IP pool deletion: the portal's jobs still queued or running on the pool."""
     jobs = Job.objects.active().filter(networks__contains=[{"pool": pool.name}])

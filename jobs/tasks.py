@@ -521,9 +521,13 @@ def _data_pvc(volume):
     "data-volume", DataVolume, name="jobs.reconcile_data_volume", select_related=("tenant",)
 )
 def reconcile_data_volume(volume):
-    """The data volume's PVC, or its removal when deletion was asked."""
+    """The data volume's PVC, or its removal when deletion was asked. An archived tenant's
+    went with its namespace: its row goes too."""
     cluster = get_cluster()
-    if volume.delete_requested:
+    if volume.tenant.is_archived:
+        Job.objects.filter(data_volume=volume).update(data_volume=None)
+        volume.delete()
+    elif volume.delete_requested:
         cluster.delete("v1", "PersistentVolumeClaim", volume.name, volume.tenant.namespace)
         # Finished jobs keep the volume's name in their spec; they stop pointing at the row.
         Job.objects.filter(data_volume=volume).update(data_volume=None)
