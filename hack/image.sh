@@ -6,7 +6,8 @@
 #                          build context's content); prints the image name
 #   hack/image.sh smoke    migrate with the image, start web (read-only root filesystem) and a
 #                          worker against the local PostgreSQL, Redis and API server, check
-#                          /readyz, and have the worker reconcile one tenant
+#                          /readyz, and have the worker reconcile one tenant (which needs the
+#                          API server)
 #
 # Needs root (buildah/podman with the chroot isolation and runc), the local services
 # (hack/services.sh) and control plane (hack/controlplane.sh) for `smoke`.
@@ -135,7 +136,7 @@ container_env() {  # the settings every container of the smoke run shares
 
 in_image() { podman run --rm "${SMOKE_ARGS[@]}" "$1" "${@:2}"; }
 
-wait_ready() {  # web's /readyz answers 200 (database, Redis and the API server all ok)
+wait_ready() {  # web's /readyz answers 200 (database and Redis ok)
   local port=$1 name=$2 deadline=$(($(now) + 90))
   until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
     if (($(now) > deadline)) || [[ $(podman inspect -f '{{.State.Running}}' "$name" 2>/dev/null) != true ]]; then

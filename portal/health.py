@@ -1,4 +1,11 @@
-"""/healthz: the process is up. /readyz: the database, Redis and the API server answer."""
+"""/healthz: the process is up. /readyz: what serving pages and forward-auth needs answers: the
+database and Redis. Not the API server: pages read the database, and forward-auth serves from
+it and its caches, so an outage of the API server (a control-plane upgrade) must not take every
+web pod out of its Service, and every job endpoint with it. The console shows the cluster's
+state. Failures are named, not described (the probe is reachable from outside); the log has
+them whole."""
+
+import logging
 
 import redis
 from django.conf import settings
@@ -6,7 +13,7 @@ from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 
-from core.cluster import get_cluster
+logger = logging.getLogger(__name__)
 
 
 def _database():
@@ -18,12 +25,7 @@ def _redis():
     redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2).ping()
 
 
-def _kubernetes():
-    if not get_cluster().ready():
-        raise ConnectionError("the API server's /readyz did not answer ok")
-
-
-CHECKS = {"database": _database, "redis": _redis, "kubernetes": _kubernetes}
+CHECKS = {"database": _database, "redis": _redis}
 
 
 @never_cache
@@ -37,8 +39,9 @@ def readyz(request):
     for name, check in CHECKS.items():
         try:
             check()
-        except Exception as exc:  # any failure makes the portal not ready; say which
-            results[name] = f"error: {exc}"
+        except Exception:  # any failure makes the portal not ready; say which
+            logger.exception("readiness: %s does not answer", name)
+            results[name] = "error"
         else:
             results[name] = "ok"
     ready = all(value == "ok" for value in results.values())

@@ -6,6 +6,7 @@ Bad values raise ImproperlyConfigured at start-up.
 
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -32,9 +33,19 @@ SECRET_KEY = secret("SECRET_KEY", default="" if not DEBUG else "insecure-develop
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set when DEBUG is off.")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 CSRF_FAILURE_VIEW = "portal.errors.csrf_failure"
 PORTAL_URL = env.str("PORTAL_URL", default="http://127.0.0.1:8000")
+# Behind a router that ends TLS, requests reach the portal as plain http: the portal's own
+# https origin is trusted for forms, and links the portal builds for others (the SSO callback
+# it names to the identity provider) say https.
+CSRF_TRUSTED_ORIGINS = [
+    *env.list("CSRF_TRUSTED_ORIGINS", default=[]),
+    "{0.scheme}://{0.netloc}".format(urlsplit(PORTAL_URL)),
+]
+ACCOUNT_DEFAULT_HTTP_PROTOCOL = urlsplit(PORTAL_URL).scheme or "http"
+# Routers between browsers and the portal, each appending to X-Forwarded-For: sign-in rate
+# limits count the client's address, not the router's (which all clients would share).
+ALLAUTH_TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

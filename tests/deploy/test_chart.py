@@ -179,3 +179,77 @@ def test_the_api_server_accepts_every_rendered_manifest(helm_path, cluster, name
         for kind in ("ClusterRole", "ClusterRoleBinding"):
             for manifest in of_kind(manifests, kind):
                 cluster.delete("rbac.authorization.k8s.io/v1", kind, manifest["metadata"]["name"])
+
+
+def test_the_router_reaches_forward_auth_by_a_whole_name(helm_path):
+    # ingress-nginx resolves its auth-url with nginx's own resolver, which does not search the
+    # pod's DNS domains: a name short of the cluster's domain failed every job endpoint.
+    def internal_url(**values):
+        config = named(render(helm_path, **values), "ConfigMap", "-config")
+        return config["data"]["PORTAL_INTERNAL_URL"]
+
+    assert internal_url() == "http://portal-gpu-portal-web.gpu-portal.svc.cluster.local:80"
+    assert internal_url(clusterDomain="corp.internal").endswith(".svc.corp.internal:80")
+
+
+def test_settings_come_back_with_a_rollback_and_sign_in_limits_count_clients(helm_path):
+    manifests = render(helm_path)
+    for kind, suffix in (("ConfigMap", "-config"), ("Secret", "")):
+        hooks = named(manifests, kind, suffix)["metadata"]["annotations"]["helm.sh/hook"]
+        assert hooks.split(",") == ["pre-install", "pre-upgrade", "pre-rollback"]
+    assert named(manifests, "ConfigMap", "-config")["data"]["TRUSTED_PROXY_COUNT"] == "1"
+
+
+def test_tenant_pods_reach_none_of_the_portals_pods(helm_path):
+    """NetworkPolicies of the release: the router's namespace reaches the web pods' http port
+    (pages and forward-auth), the monitoring namespace their metrics; the worker, collector,
+    beat and migration take nothing but metrics. (No CNI here enforces them: rendered only.)"""
+    manifests = render(helm_path)
+    web = named(manifests, "NetworkPolicy", "-web")["spec"]
+    assert web["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "web"
+    assert web["policyTypes"] == ["Ingress"]
+    pages, metrics = web["ingress"]
+    assert pages["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gpu-portal-router"}}}
+    ]
+    assert pages["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert metrics["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    background = named(manifests, "NetworkPolicy", "-background")["spec"]
+    assert background["podSelector"]["matchExpressions"] == [
+        {
+            "key": "app.kubernetes.io/component",
+            "operator": "In",
+            "values": ["worker", "collector", "beat", "migrate"],
+        }
+    ]
+    assert [rule["ports"] for rule in background["ingress"]] == [
+        [{"port": "metrics", "protocol": "TCP"}]
+    ]
+    none = render(helm_path, **{"metrics.enabled": 0})
+    assert named(none, "NetworkPolicy", "-background")["spec"]["ingress"] == []
+    assert not of_kind(render(helm_path, **{"networkPolicy.enabled": 0}), "NetworkPolicy")
+
+
+@pytest.mark.parametrize(
+    ("allowed", "probed"), [("*", "localhost"), (".example.org", "example.org")]
+)
+def test_probes_name_a_host_django_accepts_whatever_the_allowed_hosts(helm_path, allowed, probed):
+    # Django refuses a request for the host "*": the pods never became ready, and restarted.
+    web = named(render(helm_path, **{"portal.allowedHosts[0]": allowed}), "Deployment", "-web")
+    probe = web["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]
+    assert probe["httpHeaders"] == [{"name": "Host", "value": probed}]
+
+
+def test_an_http_route_attached_to_no_gateway_is_refused(helm_path):
+    result = helm(
+        helm_path,
+        "template",
+        "p",
+        str(CHART),
+        *set_args({**required_values(), "httpRoute.enabled": True}),
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "httpRoute.parentRefs names the Gateway" in result.stderr
