@@ -86,17 +86,22 @@ STORAGE_RELEASING = (
 
 
 def explain(messages, default=WAITING_FOR_SCHEDULER):
-    """The first rule matching any message, else the raw message, else `default`."""
+    """The first message a rule explains, in plain words, else the first message raw, else
+    `default`. Messages come most telling first (the PodGroup's conditions as they are now,
+    then Events, newest first): an older reason that has passed never wins over the current.
+    Only the catch-all (the gang does not fit yet, which Volcano's condition says whatever the
+    cause) waits for no message to say more."""
     texts = [m for m in messages if m]
-    queue = _queue_full(texts)
-    if queue:
-        return queue
-    lowered = " | ".join(texts).lower()
-    for needles, explanation in RULES:
-        for needle in needles:
-            if needle.lower() in lowered:
-                source = next(t for t in texts if needle.lower() in t.lower())
-                return f"{explanation} (cluster: {source})"
+    *specific, generic = RULES  # the last one says only that the gang does not fit yet
+    for rules in (specific, [generic]):
+        for text in texts:
+            queue = _queue_full([text]) if rules is specific else ""
+            if queue:
+                return queue
+            lowered = text.lower()
+            for needles, explanation in rules:
+                if any(needle.lower() in lowered for needle in needles):
+                    return f"{explanation} (cluster: {text})"
     if texts:
         return texts[0]
     return default

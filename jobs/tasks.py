@@ -211,14 +211,18 @@ def _ensure(job):
     if vcjob is None and job.phase:
         # It existed (we saw its phase) and is gone: a TTL cleanup or someone's delete. Never
         # create it again behind the user's back: it ends here, and can be relaunched.
-        _set(
-            job,
-            state=JobState.FAILED,
-            message=(
+        if spec.ttl_seconds_after_finished is not None:  # Volcano's own cleanup, most likely
+            said = (
+                f"The Volcano job was removed (its ttl_seconds_after_finished) before the portal "
+                f"saw how it ended (last phase seen {job.phase}); its outcome is unknown: see "
+                "its logs or outputs. Relaunch the job to run it again."
+            )
+        else:
+            said = (
                 f"The Volcano job was deleted outside the portal (last phase {job.phase}); "
                 "relaunch the job to run it again."
-            ),
-        )
+            )
+        _set(job, state=JobState.FAILED, message=said)
         return None
     if vcjob is None:
         _check_queue(cluster, spec.queue)

@@ -3,7 +3,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db.models import prefetch_related_objects
+from django.db.models import Prefetch, prefetch_related_objects
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
@@ -356,7 +356,12 @@ def volume_list(request, slug):
             else:
                 messages.success(request, f"Data volume {form.cleaned_data['name']} created.")
                 return redirect("jobs:volumes", slug=slug)
-    volumes = DataVolume.objects.filter(tenant=tenant).prefetch_related("jobs")
+    # Each job's link names its tenant: read with it (one query, not one per job ever
+    # attached), without the specs the page does not show.
+    users = Job.objects.select_related("tenant").only(
+        "name", "data_volume", "tenant__slug", "tenant"
+    )
+    volumes = DataVolume.objects.filter(tenant=tenant).prefetch_related(Prefetch("jobs", users))
     return render(
         request, "jobs/volume_list.html", {"tenant": tenant, "volumes": volumes, "form": form}
     )

@@ -25,6 +25,7 @@ class EventFacts:
     message: str
     count: int
     last_seen: datetime | None
+    uid: str = ""  # of the object it is about: one deleted and made again under its name differs
 
     @property
     def warning(self) -> bool:
@@ -50,6 +51,7 @@ def read_event(event: dict[str, Any]) -> EventFacts:
         message=(event.get("message") or "").strip(),
         count=int(series.get("count") or event.get("count") or 1),
         last_seen=last,
+        uid=involved.get("uid") or "",
     )
 
 
@@ -82,10 +84,23 @@ def telling_events(cluster: "Cluster", namespace: str) -> list[EventFacts]:
     return found
 
 
-def about(events: Iterable[EventFacts], kind: str, names: Iterable[str]) -> list[EventFacts]:
-    """Of `events`, those about objects of `kind` named one of `names`, in their order."""
-    wanted = set(names)
-    return [e for e in events if e.kind == kind and e.name in wanted]
+def about(
+    events: Iterable[EventFacts],
+    kind: str,
+    names: Iterable[str],
+    uids: Iterable[str] | None = None,
+) -> list[EventFacts]:
+    """Of `events`, those about objects of `kind` named one of `names`, in their order; with
+    `uids`, only about those objects (not an earlier one of the same name: a job deleted and
+    launched again under its name would be told the old one's reasons)."""
+    wanted, current = set(names), None if uids is None else set(uids)
+    return [
+        e
+        for e in events
+        if e.kind == kind
+        and e.name in wanted
+        and (current is None or not e.uid or e.uid in current)
+    ]
 
 
 # Up to this many objects, their Events are read one field-selected LIST each; beyond, one LIST

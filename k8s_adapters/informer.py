@@ -1,6 +1,9 @@
 """An informer: list one kind, then watch from the list's resourceVersion, keeping a store of
 reduced objects. A 410 Gone (the version was compacted away) or a lost connection means a
-fresh list, with backoff while the API server is down."""
+fresh list, with backoff while the API server is down. A watch that hears nothing, not even
+the server's end of it, past its timeout is a lost connection too (a dead peer behind a load
+balancer sends nothing, and a read without a deadline would wait for good). A change the
+handler failed on (its database down) is not taken as seen: it comes back with a list soon."""
 
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ class Informer:
         self.labels, self.namespace, self.on_update = labels, namespace, on_update
         self.store: dict[str, dict[str, Any]] = {}
         self.synced = False
+        self.retry = False  # a handler failed: list again (soon) to hand it the change again
 
     @staticmethod
     def key(obj: dict[str, Any]) -> str:
@@ -51,20 +55,26 @@ class Informer:
         )
         old, self.store = self.store, {self.key(obj): self.reduce(obj) for obj in items}
         for key in old.keys() | self.store.keys():
-            self._updated(old.get(key), self.store.get(key))
+            self._updated(key, old.get(key), self.store.get(key))
         self.synced = True
         self.on_change()
         return version
 
     def run(self, stop: threading.Event) -> None:
         """Until stop (a threading.Event) is set."""
-        backoff = 0.5
+        backoff, retry_after = 0.5, 1.0
         while not stop.is_set():
             try:
                 version = self.relist()
                 backoff = 0.5
-                while not stop.is_set():
+                if not self.retry:
+                    retry_after = 1.0
+                while not stop.is_set() and not self.retry:
                     version = self._watch(version)
+                if self.retry:  # a handler failed: again in a while, longer while it fails
+                    self.retry = False
+                    stop.wait(retry_after)
+                    retry_after = min(retry_after * 2, 30)
             except K8sError as exc:
                 if exc.status != 410:
                     log.warning("%s informer: %s; relisting in %.1fs", self.kind, exc, backoff)
@@ -81,6 +91,7 @@ class Informer:
             self.kind,
             resource_version=version,
             timeout=self.watch_timeout,
+            read_timeout=self.watch_timeout + 30,
             labels=self.labels,
             namespace=self.namespace,
         ):
@@ -93,16 +104,23 @@ class Informer:
                 self.store.pop(key, None)
             else:
                 self.store[key] = self.reduce(obj)
-            self._updated(old, self.store.get(key))
+            self._updated(key, old, self.store.get(key))
             self.on_change()
+            if self.retry:
+                break
         return version
 
-    def _updated(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+    def _updated(self, key: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if self.on_update is not None and old != new:
             try:
                 self.on_update(old, new)
             except Exception:  # a failing handler must not stop the watch
-                log.exception("%s informer: update handler failed", self.kind)
+                log.exception("%s informer: update handler failed; listing again", self.kind)
+                if old is None:  # not seen: the next list hands the handler the change again
+                    self.store.pop(key, None)
+                else:
+                    self.store[key] = old
+                self.retry = True
 
 
 def wait_synced(informers: Sequence[Informer], timeout: float = 30) -> bool:

@@ -1,6 +1,7 @@
 """Pure functions from cluster objects to the console's snapshot: GPUs per node, who uses them,
 queues, and what looks broken (with the likely cause and the fix)."""
 
+import logging
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ from .labels import JOB, MANAGED_BY, PORTAL, TENANT
 from .quantity import to_decimal
 from .times import parse_time
 
+log = logging.getLogger(__name__)
 GPU = "nvidia.com/gpu"
 TERMINAL_PHASES = {"Succeeded", "Failed"}
 
@@ -52,6 +54,10 @@ class GpuSummary:
 
 def gpu_summary(nodes: list[dict[str, Any]]) -> GpuSummary:
     return summarize_gpus([reduce_node(n) for n in nodes])
+
+
+def _takes_pods(node: dict[str, Any]) -> bool:
+    return node.get("ready", True) and not node.get("unschedulable")
 
 
 def summarize_gpus(rows: list[dict[str, Any]]) -> GpuSummary:
@@ -255,7 +261,8 @@ def snapshot(
             {
                 **node,
                 "used": in_use,
-                "free": max(node["allocatable"] - in_use, 0),
+                # A cordoned or NotReady node takes no new pod: none of its GPUs is free.
+                "free": max(node["allocatable"] - in_use, 0) if _takes_pods(node) else 0,
                 "jobs": [
                     {"tenant": t, "job": j, "gpus": g}
                     for (t, j), g in sorted(users.get(node["name"], {}).items())
@@ -343,7 +350,10 @@ def diagnose(
                     "fix": "Drain the node (the jobs restart elsewhere) or bring it back to Ready.",
                 }
             )
-    guaranteed = sum(q["guarantee"] for q in queues)
+    # Leaf queues only: a department's guarantee covers its children's (Volcano checks that),
+    # so counting both counted those GPUs twice.
+    parents = {q["parent"] for q in queues if q.get("parent")}
+    guaranteed = sum(q["guarantee"] for q in queues if q["name"] not in parents)
     if guaranteed > totals["allocatable"]:
         found.append(
             {
@@ -421,6 +431,25 @@ def queue_quota_disagreements(
     return found
 
 
+def _pattern_members(pattern: str, node_names: set[str]) -> set[str]:
+    """The nodes a HyperNode's regexMatch names, as Volcano reads it: Go's MatchString, a search
+    (not a whole match). A pattern Go's RE2 takes and Python's re does not (\\pL, \\z, \\Q...\\E)
+    names none here, said once in the log, rather than stop the console's snapshot."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        if pattern not in _unreadable:
+            _unreadable.add(pattern)
+            log.warning(
+                "HyperNode pattern %r is not one Python reads (%s); shown empty", pattern, exc
+            )
+        return set()
+    return {name for name in node_names if compiled.search(name)}
+
+
+_unreadable: set[str] = set()
+
+
 def unfittable(task_gpus: int, task_product: str, nodes: list[dict[str, Any]]) -> str:
     """Why a task could never be scheduled on these nodes, or ''."""
     candidates = [n for n in nodes if not task_product or n["product"] == task_product]
@@ -448,7 +477,7 @@ def topology(hypernodes: list[dict[str, Any]], rows: list[dict[str, Any]]) -> li
             elif member["name"]:
                 found |= {member["name"]} & node_names
             elif member["pattern"]:
-                found |= {n for n in node_names if re.fullmatch(member["pattern"], n)}
+                found |= _pattern_members(member["pattern"], node_names)
         return found
 
     tree = []

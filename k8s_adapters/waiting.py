@@ -34,16 +34,27 @@ def waiting_messages(
     messages = unschedulable_messages(group)
     claim = workspace_claim(job_name)
     # A bound claim's old events (waiting for the provisioner) say nothing any more.
-    unbound = _phase(cluster.get("v1", "PersistentVolumeClaim", claim, namespace)) != "Bound"
+    found = cluster.get("v1", "PersistentVolumeClaim", claim, namespace)
+    unbound = _phase(found) != "Bound"
     pods = cluster.list("v1", "Pod", namespace=namespace, labels={JOB_LABEL: job_name})
-    waiting_pods = sorted(p["metadata"]["name"] for p in pods if _phase(p) == "Pending")
+    waiting = sorted((p for p in pods if _phase(p) == "Pending"), key=lambda p: _name(p))
+    waiting = waiting[:WAITING_PODS_TOLD]
+    # Only about these objects, not earlier ones of their names (a job launched again).
     told = [
-        *about(events, "PodGroup", [group_name] if group else []),
-        *about(events, "Job", [job_name]),
-        *about(events, "Pod", waiting_pods[:WAITING_PODS_TOLD]),
-        *about(events, "PersistentVolumeClaim", [claim] if unbound else []),
+        *about(events, "PodGroup", [group_name] if group else [], [_uid(group)]),
+        *about(events, "Job", [job_name], [uid]),
+        *about(events, "Pod", map(_name, waiting), map(_uid, waiting)),
+        *about(events, "PersistentVolumeClaim", [claim] if unbound else [], [_uid(found)]),
     ]
     return _telling(told, messages)
+
+
+def _name(obj: dict) -> str:
+    return obj["metadata"]["name"]
+
+
+def _uid(obj: dict | None) -> str:
+    return ((obj or {}).get("metadata") or {}).get("uid") or ""
 
 
 def claim_messages(claims: list[str], events: Sequence[EventFacts]) -> list[str]:

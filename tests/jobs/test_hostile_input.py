@@ -6,6 +6,7 @@ from urllib.parse import quote
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -537,3 +538,33 @@ def test_a_tenant_with_data_volumes_is_not_archived_until_they_are_deleted(
     Tenant.objects.filter(pk=tenant.pk).update(state=TenantState.ARCHIVED)  # as before the rule
     reconcile_data_volume(volume.pk)
     assert not DataVolume.objects.filter(pk=volume.pk).exists()
+
+
+def test_the_data_volumes_page_reads_the_same_however_many_jobs_used_a_volume(team, client):
+    """Each job's link read its tenant again: one query per job ever attached."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    volume = services.create_data_volume(
+        team["tenant"], name="corpus", size_gib=10, actor=team["bob"]
+    )
+
+    def used_by(count):
+        for _ in range(count):
+            Job.objects.create(
+                tenant=team["tenant"],
+                owner=team["bob"],
+                name=f"user-{Job.objects.count()}",
+                spec={},
+                data_volume=volume,
+                gpus=1,
+                state=JobState.SUCCEEDED,
+                queued_at=timezone.now(),
+            )
+        with CaptureQueriesContext(connection) as queries:
+            page = client.get(f"/tenants/{team['tenant'].slug}/volumes/")
+        assert page.status_code == 200
+        return len(queries)
+
+    client.force_login(team["bob"])
+    assert used_by(2) == used_by(10)

@@ -19,6 +19,10 @@ quantity = st.sampled_from(["1", "500m", "4", "16Gi", "64Gi", "1.5"])
 policy = st.builds(
     Policy, event=st.sampled_from(POLICY_EVENTS), action=st.sampled_from(POLICY_ACTIONS)
 )
+# As Volcano takes them: one policy per event in a list, and '*' (any event) alone.
+policies = st.lists(policy, max_size=2, unique_by=lambda p: p.event).filter(
+    lambda listed: len(listed) < 2 or all(p.event != "*" for p in listed)
+)
 
 
 @st.composite
@@ -36,7 +40,7 @@ def tasks(draw):
             shm=draw(quantity),
             gpu_product=draw(st.sampled_from(["", "NVIDIA-H100-80GB-HBM3"])),
             runtime_class=draw(st.sampled_from(["nvidia", "nvidia-cdi"])),
-            policies=tuple(draw(st.lists(policy, max_size=2))),
+            policies=tuple(draw(policies)),
         )
         for name in names
     )
@@ -88,7 +92,7 @@ def job_specs(draw):
         min_available=draw(st.none() | st.integers(1, sum(t.replicas for t in job_tasks))),
         max_retry=draw(st.integers(0, 100)),
         ttl_seconds_after_finished=draw(st.none() | st.integers(0, 86400)),
-        policies=tuple(draw(st.lists(policy, max_size=2))),
+        policies=tuple(draw(policies)),
         plugins=tuple(draw(st.lists(st.sampled_from(KNOWN_PLUGINS), max_size=3, unique=True))),
         topology_mode=mode,
         topology_highest_tier=draw(st.integers(1, 10)) if mode else None,

@@ -78,3 +78,28 @@ def test_evictions_are_the_jobs_own_pods_not_those_of_a_job_whose_name_starts_al
     )
     found = evictions(namespace, "ns", "train", ["master", "worker"])
     assert [e.name for e in found] == ["train-worker-1"]
+
+
+def test_the_current_reason_wins_over_an_older_one_that_has_passed():
+    # The queue was full a while ago (an Event kept for an hour); now the job is in the queue
+    # and no node has free GPUs (the PodGroup's condition, first). The rule order put the old
+    # reason first for as long as its Event lasted.
+    now = "0/10 nodes are unavailable: 10 Insufficient nvidia.com/gpu."
+    before = "queue resource quota insufficient: insufficient nvidia.com/gpu"
+    assert pending.explain([now, before]).startswith("Not enough free GPUs on any node")
+    assert pending.explain([before, now]).startswith("The tenant's Volcano queue has no GPUs")
+
+
+def test_a_job_launched_again_under_its_name_is_not_told_the_old_ones_reasons():
+    from k8s_adapters.events import about
+
+    raw = [
+        {**event("Job", "train", "Warning", "FailedCreate", "exceeded quota: old", 1)},
+        {**event("Job", "train", "Warning", "FailedCreate", "exceeded quota: new", 2)},
+    ]
+    raw[0]["involvedObject"]["uid"], raw[1]["involvedObject"]["uid"] = "uid-old", "uid-new"
+    events = telling_events(Namespace(raw), "tenant-a")
+    assert [e.message for e in about(events, "Job", ["train"], ["uid-new"])] == [
+        "exceeded quota: new"
+    ]
+    assert len(about(events, "Job", ["train"])) == 2  # without uids, all of the name

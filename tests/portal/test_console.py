@@ -90,6 +90,30 @@ def test_the_snapshot_counts_gpus_per_node_product_and_tenant():
     assert snap["diagnostics"] == []
 
 
+def test_gpus_of_nodes_that_take_no_new_pods_are_not_free():
+    # A cordoned or NotReady node's idle GPUs showed as free: a job launched on the strength of
+    # them stayed pending.
+    nodes = [
+        reduce_node(node_obj("up", 8)),
+        reduce_node(node_obj("down", 8, ready=False)),
+        reduce_node(node_obj("cordoned", 8, cordoned=True)),
+    ]
+    snap = snapshot(nodes, [], [], [{"name": "nvidia"}], [])
+    assert {n["name"]: n["free"] for n in snap["nodes"]} == {"up": 8, "down": 0, "cordoned": 0}
+    assert snap["totals"]["free"] == 8
+
+
+def test_a_departments_guarantee_is_not_counted_beside_its_childrens():
+    queues = [
+        {"name": "dept-ml", "guarantee": 12, "parent": ""},
+        {"name": "tenant-a", "guarantee": 6, "parent": "dept-ml"},
+        {"name": "tenant-b", "guarantee": 6, "parent": "dept-ml"},
+    ]
+    nodes = [reduce_node(node_obj(f"n{i}", 8)) for i in range(2)]
+    diagnostics = snapshot(nodes, [], queues, [{"name": "nvidia"}], [])["diagnostics"]
+    assert [d["kind"] for d in diagnostics] == []
+
+
 def test_broken_nodes_and_settings_produce_their_diagnostics():
     broken = node_obj("no-plugin", 0)
     rows = snapshot(
@@ -195,18 +219,19 @@ def test_the_console_shows_exact_gpu_numbers_and_diagnostics_from_the_cluster(
     api = APIClient()
     api.force_login(admin)
     data = api.get("/api/v1/cluster/", {"product": product, "sort": "free"}).json()
+    # A NotReady node takes no new pods: none of its GPUs is free.
     assert [(n["name"], n["allocatable"], n["used"], n["free"]) for n in data["nodes"]] == [
-        (down, 8, 1, 7),
         (small, 4, 0, 4),
         (big, 8, 5, 3),
         (broken, 0, 0, 0),
+        (down, 8, 1, 0),
     ]
     assert data["products"][product] == {
         "nodes": 4,
         "capacity": 20,
         "allocatable": 20,
         "used": 6,
-        "free": 14,
+        "free": 7,
     }
     subjects = {(d["kind"], d["subject"]) for d in data["diagnostics"]}
     assert ("device-plugin", f"node {broken}") in subjects
@@ -221,7 +246,7 @@ def test_the_console_shows_exact_gpu_numbers_and_diagnostics_from_the_cluster(
     researcher = APIClient()
     researcher.force_login(make_user("bob"))
     assert researcher.get("/api/v1/cluster/").status_code == 403
-    assert researcher.get("/api/v1/cluster/capacity/").json()["products"][product]["free"] == 14
+    assert researcher.get("/api/v1/cluster/capacity/").json()["products"][product]["free"] == 7
 
 
 def test_the_collector_shows_the_clusters_queues_runtime_classes_and_hypernodes(
@@ -350,6 +375,31 @@ def test_the_topology_shows_free_gpus_and_idle_nodes_per_hypernode():
         ("rack-a", 2, 8, 1),
         ("rack-b", 2, 14, 1),
     ]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "nodes"),
+    [
+        ("^n[01]", 2),  # Volcano searches (Go's MatchString): a prefix names n0 and n1
+        ("n\\d+\\z", 0),  # RE2 takes \\z, Python's re does not: none, and no crash
+        ("gpu-\\pL+", 0),
+    ],
+)
+def test_hypernode_patterns_name_nodes_as_volcano_reads_them(pattern, nodes):
+    rows = snapshot(
+        [reduce_node(node_obj(f"n{i}", 8)) for i in range(4)],
+        [],
+        [],
+        [],
+        [
+            {
+                "name": "rack",
+                "tier": 1,
+                "members": [{"type": "Node", "name": "", "pattern": pattern}],
+            }
+        ],
+    )["hypernodes"]
+    assert [(h["name"], h["nodes"]) for h in rows] == [("rack", nodes)]
 
 
 def test_the_history_chart_plots_samples_oldest_first():

@@ -5,6 +5,7 @@ watch the portal's Volcano jobs and reconcile a job as soon as Volcano changes i
 counts (the periodic resync stays as the safety net). Runs as its own service beside the
 worker."""
 
+import logging
 import threading
 import time
 
@@ -26,6 +27,9 @@ from k8s_adapters.labels import MANAGED_BY, PORTAL
 from k8s_adapters.tenant import QUOTA_NAME
 from k8s_adapters.volcano import VCJOB_API, reduce_vcjob
 from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
+PUBLISH_RETRY = 5  # seconds before publishing again after a failure
 
 KINDS = [
     ("v1", "Node", inventory.reduce_node),
@@ -102,10 +106,15 @@ class Command(BaseCommand):
             while True:
                 changed.wait(timeout=min(history_interval, PUBLISH_EVERY))
                 changed.clear()
-                snapshot = self.publish(informers)
-                if time.monotonic() - sampled >= history_interval:
-                    store.append_sample(snapshot)
-                    sampled = time.monotonic()
+                try:
+                    snapshot = self.publish(informers)
+                    if time.monotonic() - sampled >= history_interval:
+                        store.append_sample(snapshot)
+                        sampled = time.monotonic()
+                except Exception:  # Redis restarting, say: the watches go on; publish again
+                    logger.exception("collector: publishing the snapshot failed; retrying")
+                    changed.set()
+                    time.sleep(PUBLISH_RETRY)
                 time.sleep(interval)
         except KeyboardInterrupt:
             stop.set()
@@ -125,7 +134,8 @@ class Command(BaseCommand):
         )
         snapshot["at"] = timezone.now().isoformat()
         store.write(snapshot)
-        publish_node_gpus(inventory.summarize_gpus(stores["Node"]))
+        if next(i for i in informers if i.kind == "Node").synced:  # else its 0 GPUs are not news
+            publish_node_gpus(inventory.summarize_gpus(stores["Node"]))
         return snapshot
 
 
