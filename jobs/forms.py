@@ -51,8 +51,15 @@ class LaunchForm(forms.Form):
         self.fields["command"].initial = (
             shlex.join(command) if isinstance(command, list) else command
         )
-        gpu_tasks = [t for t in spec["tasks"] if t.get("gpus")]
-        self.fields["gpus"].initial = gpu_tasks[0]["gpus"] if gpu_tasks else 0
+        # One number for every GPU task: shown when they share it; else the box is empty (its
+        # placeholder says each task's), so a number typed in is an override even if it is one
+        # of theirs.
+        counts = {t["name"]: t["gpus"] for t in spec["tasks"] if t.get("gpus")}
+        shared = set(counts.values())
+        self.fields["gpus"].initial = shared.pop() if len(shared) == 1 else (None if counts else 0)
+        if len(shared) > 1:
+            each = ", ".join(f"{name} {n}" for name, n in counts.items())
+            self.fields["gpus"].widget.attrs["placeholder"] = f"empty: template's ({each})"
         self.fields["workspace_gib"].initial = (spec.get("volumes") or {}).get("workspace_gib", 50)
         self.fields["data_volume"].queryset = DataVolume.objects.filter(
             tenant=tenant, delete_requested=False

@@ -55,7 +55,9 @@ def data_volumes_description(tenant: Tenant) -> list[str]:
 
 def pool_jobs_description(pool: Any) -> list[str]:
     """For IP pool deletion: the portal's jobs still queued or running on the pool."""
-    jobs = Job.objects.active().filter(networks__contains=[{"pool": pool.name}])
+    jobs = Job.objects.active().filter(
+        networks__contains=[{"pool": pool.name}], delete_requested=False
+    )
     return [f"job {j.tenant.slug}/{j.name} ({j.state})" for j in jobs.select_related("tenant")]
 
 
@@ -355,6 +357,10 @@ def cancel_job(job: Job, *, actor: Any) -> Job:
 def delete_job(job: Job, *, actor: Any, delete_data: bool = False) -> Job:
     """Remove every object the job owns (by label) and then the record; the data volume is kept
     unless asked."""
+    if delete_data and job.data_volume_id:
+        # The tenant before the job, as admission takes them (its volume's delete takes the
+        # tenant): the other order could deadlock with an admission of this job meanwhile.
+        Tenant.objects.select_for_update().filter(pk=job.tenant_id).first()
     job = Job.objects.select_for_update().get(pk=job.pk)
     job.delete_requested = True
     job.save(update_fields=["delete_requested"])
@@ -434,6 +440,9 @@ def create_data_volume(
 
 @transaction.atomic
 def expand_data_volume(volume: DataVolume, *, size_gib: int, actor: Any) -> DataVolume:
+    # The tenant first, then the volume: the order every writer of both takes (a delete of the
+    # volume meanwhile would otherwise deadlock with this).
+    tenant = Tenant.objects.select_for_update().get(pk=volume.tenant_id)
     volume = DataVolume.objects.select_for_update().get(pk=volume.pk)
     if size_gib <= volume.size_gib:
         raise ValidationError(
@@ -441,7 +450,6 @@ def expand_data_volume(volume: DataVolume, *, size_gib: int, actor: Any) -> Data
         )
     if size_gib > specs.MAX_DISK_GIB:
         raise ValidationError({"size_gib": f"At most {specs.MAX_DISK_GIB} GiB."})
-    tenant = Tenant.objects.select_for_update().get(pk=volume.tenant_id)
     _check_volume_fits(tenant, size_gib, replacing=volume.size_gib)
     before = volume.size_gib
     volume.size_gib = size_gib
@@ -487,8 +495,11 @@ def delete_data_volume(volume: DataVolume, *, actor: Any, except_job: Job | None
     # Launches attach volumes with the tenant locked: a launch either comes first (and is
     # seen below) or sees this volume being deleted.
     Tenant.objects.select_for_update().filter(pk=volume.tenant_id).first()
+    # A job being deleted no longer uses it (its stopping pods keep the claim until they go).
     users = (
-        Job.objects.filter(data_volume=volume).active().exclude(pk=getattr(except_job, "pk", None))
+        Job.objects.filter(data_volume=volume, delete_requested=False)
+        .active()
+        .exclude(pk=getattr(except_job, "pk", None))
     )
     if users.exists():
         raise ValidationError(

@@ -222,7 +222,7 @@ QUANTITY_MAX = 2**53
 
 
 # Kubernetes' quantity grammar (apimachinery's): no spaces, no '_', which Python's Decimal takes.
-QUANTITY = re.compile(r"^[+-]?[0-9.]+[eEinumkKMGTP]*[-+]?[0-9]*$")
+QUANTITY = re.compile(r"[+-]?[0-9.]+[eEinumkKMGTP]*[-+]?[0-9]*")
 
 
 def _quantity(errors: Errors, path: str, value: Any) -> str:
@@ -230,7 +230,7 @@ def _quantity(errors: Errors, path: str, value: Any) -> str:
         amount = to_decimal(value)
         ok = (
             not isinstance(value, bool)
-            and bool(QUANTITY.match(str(value)))
+            and bool(QUANTITY.fullmatch(str(value)))
             and amount.is_finite()
             and 0 < amount < QUANTITY_MAX
         )
@@ -376,7 +376,7 @@ def _tasks(errors: Errors, items: Any) -> tuple[Task, ...]:
                 "A GPU product is a node label value such as 'NVIDIA-H100-80GB-HBM3' (letters, "
                 "digits, '-', '_', '.', at most 63).",
             )
-        runtime = str(item.get("runtime_class", "nvidia"))
+        runtime = _text(errors, f"{path}.runtime_class", item.get("runtime_class")) or "nvidia"
         if not DNS_SUBDOMAIN.match(runtime) or len(runtime) > 253:
             errors.add(f"{path}.runtime_class", "Name a RuntimeClass, for example 'nvidia'.")
         if name in seen:
@@ -551,7 +551,7 @@ def parse(
     if tier is not None:
         _int(errors, "network_topology.highest_tier_allowed", tier, 1, 10)
     volumes = _mapping(errors, "volumes", data.get("volumes"))
-    storage_class = str(volumes.get("storage_class", ""))
+    storage_class = _text(errors, "volumes.storage_class", volumes.get("storage_class"))
     if storage_class and (not DNS_SUBDOMAIN.match(storage_class) or len(storage_class) > 253):
         errors.add("volumes.storage_class", "Name a StorageClass, for example 'fast-nvme'.")
     ttl = data.get("ttl_seconds_after_finished")

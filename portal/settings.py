@@ -46,6 +46,11 @@ ACCOUNT_DEFAULT_HTTP_PROTOCOL = urlsplit(PORTAL_URL).scheme or "http"
 # Routers between browsers and the portal, each appending to X-Forwarded-For: sign-in rate
 # limits count the client's address, not the router's (which all clients would share).
 ALLAUTH_TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+# Behind such routers (the chart's NetworkPolicy lets nothing else reach the web pods), the
+# scheme of the browser's request is the one the router says: the API's next-page links and
+# any other absolute URL say https.
+if ALLAUTH_TRUSTED_PROXY_COUNT:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -37,10 +37,10 @@ class TenantForm(forms.ModelForm):
     def _values(self, tenant):
         return {name: getattr(tenant, name) for name in EDITABLE}
 
-    def changes(self, current):
-        """The fields this admin changed from what the page showed them, to their new values.
-        Another admin's change since then to a field left alone stays; one to a field this admin
-        changed too is an error on it, saying what it is now."""
+    def changes(self):
+        """(the fields this admin changed from what the page showed them, to their new values;
+        what the page showed of those): the service saves them only if nobody else changed
+        them meanwhile, and leaves alone what another admin changed of the rest."""
         try:
             shown = signing.loads(self.cleaned_data.get("shown") or "", salt=SHOWN)
         except signing.BadSignature:
@@ -48,22 +48,12 @@ class TenantForm(forms.ModelForm):
                 "This page was altered, or is from before an upgrade: reload it and make the "
                 "change again."
             ) from None
-        now = self._values(current)
-        changes, conflicts = {}, {}
-        for name in EDITABLE:
-            typed, was = _same(self.cleaned_data.get(name)), _same(shown.get(name))
-            if typed == was:
-                continue
-            if _same(now[name]) not in (was, typed):
-                value = "empty" if now[name] in (None, "") else now[name]
-                conflicts[name] = (
-                    f"Another admin changed this to {value} since you opened the page; reload "
-                    "it and decide again."
-                )
-            changes[name] = self.cleaned_data.get(name)
-        if conflicts:
-            raise ValidationError(conflicts)
-        return changes
+        changes = {
+            name: self.cleaned_data.get(name)
+            for name in EDITABLE
+            if _same(self.cleaned_data.get(name)) != _same(shown.get(name))
+        }
+        return changes, {name: shown.get(name) for name in changes}
 
 
 class AddMemberForm(forms.Form):

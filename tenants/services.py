@@ -264,10 +264,16 @@ def create_tenant(*, actor: Any, **fields: Any) -> Tenant:
 
 
 @transaction.atomic
-def update_tenant(tenant: Tenant, *, actor: Any, **changes: Any) -> Tenant:
+def update_tenant(
+    tenant: Tenant, *, actor: Any, seen: dict[str, Any] | None = None, **changes: Any
+) -> Tenant:
+    """`seen`: what the editor showed of the changed fields (an edit page); a field another
+    admin changed to something else since is refused, with what it is now."""
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     if tenant.is_archived:
         raise ValidationError("This tenant is archived; it cannot be changed.")
+    if seen:
+        _check_unchanged_since(tenant, seen, changes)
     before = tenant_snapshot(tenant)
     changes.pop("slug", None)  # the slug names cluster objects: it never changes
     for name, value in changes.items():
@@ -284,6 +290,25 @@ def update_tenant(tenant: Tenant, *, actor: Any, **changes: Any) -> Tenant:
     record(actor, "tenant.update", tenant, tenant=tenant, before=before, after=after)
     _reconcile(tenant)
     return tenant
+
+
+def _as_shown(value: Any) -> Any:
+    return None if value == "" else value  # an empty box is no value
+
+
+def _check_unchanged_since(tenant: Tenant, seen: dict[str, Any], changes: dict[str, Any]) -> None:
+    """Checked with the tenant's row locked: two admins saving at once are seen in turn."""
+    errors = {}
+    for name, was in seen.items():
+        now = getattr(tenant, name)
+        if _as_shown(now) not in (_as_shown(was), _as_shown(changes.get(name))):
+            value = "empty" if now in (None, "") else now
+            errors[name] = (
+                f"Another admin changed this to {value} since you opened the page; reload it "
+                "and decide again."
+            )
+    if errors:
+        raise ValidationError(errors)
 
 
 def archive_blocked_by(tenant: Tenant) -> list[str]:
@@ -307,8 +332,8 @@ def archive_tenant(tenant: Tenant, *, actor: Any) -> Tenant:
     blockers = archive_blocked_by(tenant)
     if blockers:
         raise ValidationError(
-            f"Tenant {tenant.slug} still has {len(blockers)} active job(s): "
-            f"{', '.join(blockers)}. Cancel or finish them first."
+            f"Tenant {tenant.slug} cannot be archived yet: {'; '.join(blockers)}. Cancel or "
+            "finish its jobs, and delete its data volumes, first."
         )
     before = tenant_snapshot(tenant)
     tenant.state = TenantState.ARCHIVED

@@ -64,8 +64,8 @@ def tenant_edit(request, slug):
     form = TenantForm(request.POST or None, instance=Tenant.objects.get(pk=tenant.pk))
     if request.method == "POST" and form.is_valid():
         try:
-            changes = form.changes(Tenant.objects.get(pk=tenant.pk))
-            services.update_tenant(tenant, actor=request.user, **changes)
+            changes, seen = form.changes()
+            services.update_tenant(tenant, actor=request.user, seen=seen, **changes)
         except ValidationError as exc:
             apply_errors(form, exc)
         else:

@@ -227,6 +227,9 @@ def test_tenant_pods_reach_none_of_the_portals_pods(helm_path):
     assert [rule["ports"] for rule in background["ingress"]] == [
         [{"port": "metrics", "protocol": "TCP"}]
     ]
+    # A Service of its own to the outside: its port is open to all, as the Service is.
+    public = named(render(helm_path, **{"service.type": "LoadBalancer"}), "NetworkPolicy", "-web")
+    assert public["spec"]["ingress"][0] == {"ports": [{"port": "http", "protocol": "TCP"}]}
     none = render(helm_path, **{"metrics.enabled": 0})
     assert named(none, "NetworkPolicy", "-background")["spec"]["ingress"] == []
     assert not of_kind(render(helm_path, **{"networkPolicy.enabled": 0}), "NetworkPolicy")

@@ -185,6 +185,13 @@ def test_a_launch_form_sent_back_as_shown_launches_the_template_as_it_is(db):
     changed = LaunchForm({**sent, "gpus": "2"}, version=version, tenant=tenant)
     assert changed.is_valid(), changed.errors
     assert changed.overrides() == {"gpus": 2}  # what the user changed, and only that
+    # The tasks' counts differ: the box is empty, so even one of their counts typed in is one
+    # number for every GPU task.
+    assert shown.fields["gpus"].initial is None
+    assert "ps 1, worker 8" in shown.fields["gpus"].widget.attrs["placeholder"]
+    ones = LaunchForm({**sent, "gpus": "1"}, version=version, tenant=tenant)
+    assert ones.is_valid(), ones.errors
+    assert ones.overrides() == {"gpus": 1}
     edited = {**sent, "command": "bash -c 'pip install -r req.txt\r\npython train.py --fast'"}
     retyped = LaunchForm(edited, version=version, tenant=tenant)
     assert retyped.is_valid(), retyped.errors
@@ -236,7 +243,7 @@ def test_policies_volcano_would_refuse_are_field_errors(policies, path, said):
     )
 
 
-@pytest.mark.parametrize("amount", [" 8", "1_000", "8 Gi", True])
+@pytest.mark.parametrize("amount", [" 8", "1_000", "8 Gi", True, "4\n"])
 def test_quantities_kubernetes_would_refuse_are_field_errors(amount):
     assert (
         "positive Kubernetes quantity"
@@ -253,6 +260,10 @@ def test_yaml_blanks_are_empty_and_booleans_are_said_not_turned_into_words():
         )
     )
     assert parsed.tasks[0].gpu_product == ""  # not 'None', which no node is labelled with
+    blank = specs.parse(
+        base(tasks=[{"name": "main", "runtime_class": None}], volumes={"storage_class": None})
+    )
+    assert (blank.tasks[0].runtime_class, blank.storage_class) == ("nvidia", "")
     assert parsed.working_dir == ""
     assert dict(parsed.env) == {"HF_TOKEN": "", "PORT": "8080"}
     errors = errors_of(base(env={"DEBUG": False}, working_dir="src"))

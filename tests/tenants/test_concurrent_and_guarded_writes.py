@@ -323,3 +323,25 @@ def test_guarantees_saved_at_once_never_add_up_past_the_cluster(admin_user, new_
     answers = at_once(2, create)
     assert answers.count("created") == 1, answers
     assert "Guarantees would add up to" in [a for a in answers if a != "created"][0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_admins_saving_the_same_box_at_once_are_seen_in_turn(admin_user, people):
+    """Both pages showed 16; the check ran before the tenant's lock, so both saves passed it
+    and the last silently won."""
+    vision = people["vision"]
+    values = iter([12, 4])
+
+    def save():
+        try:
+            services.update_tenant(
+                vision, actor=admin_user, seen={"gpu_quota": 16}, gpu_quota=next(values)
+            )
+        except services.ValidationError as exc:
+            return exc.message_dict["gpu_quota"][0]
+        return "saved"
+
+    answers = at_once(2, save)
+    assert answers.count("saved") == 1, answers
+    refused = next(a for a in answers if a != "saved")
+    assert refused.startswith("Another admin changed this to ")
