@@ -6,14 +6,10 @@ from django.core.exceptions import ValidationError
 from .choices import Role
 from .constants import QUEUE_FIELDS, QUOTA_FIELDS
 from .models import Tenant
+from .services import as_shown
 
 SHOWN = "tenant-form-shown"
 EDITABLE = ["display_name", *QUOTA_FIELDS, *QUEUE_FIELDS]
-
-
-def _same(value):
-    """A value as the page and the database both say it: an empty text box is no value."""
-    return None if value == "" else value
 
 
 class TenantForm(forms.ModelForm):
@@ -51,7 +47,7 @@ class TenantForm(forms.ModelForm):
         changes = {
             name: self.cleaned_data.get(name)
             for name in EDITABLE
-            if _same(self.cleaned_data.get(name)) != _same(shown.get(name))
+            if as_shown(self.cleaned_data.get(name)) != as_shown(shown.get(name))
         }
         return changes, {name: shown.get(name) for name in changes}
 

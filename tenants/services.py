@@ -292,8 +292,9 @@ def update_tenant(
     return tenant
 
 
-def _as_shown(value: Any) -> Any:
-    return None if value == "" else value  # an empty box is no value
+def as_shown(value: Any) -> Any:
+    """A field's value as a form shows it and the database keeps it: an empty box is none."""
+    return None if value == "" else value
 
 
 def _check_unchanged_since(tenant: Tenant, seen: dict[str, Any], changes: dict[str, Any]) -> None:
@@ -301,7 +302,7 @@ def _check_unchanged_since(tenant: Tenant, seen: dict[str, Any], changes: dict[s
     errors = {}
     for name, was in seen.items():
         now = getattr(tenant, name)
-        if _as_shown(now) not in (_as_shown(was), _as_shown(changes.get(name))):
+        if as_shown(now) not in (as_shown(was), as_shown(changes.get(name))):
             value = "empty" if now in (None, "") else now
             errors[name] = (
                 f"Another admin changed this to {value} since you opened the page; reload it "

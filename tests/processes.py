@@ -2,9 +2,11 @@
 and always stop what was started, also when waiting fails."""
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -93,3 +95,18 @@ def running(
         yield proc
     finally:
         stop(proc, sig=stop_signal)
+
+
+def settings_under(names, **env):
+    """The values of the portal's settings `names` as a process started with `env` reads them
+    (settings are read once, at start)."""
+    code = (
+        "import django, json, sys; django.setup(); from django.conf import settings as s; "
+        "print(json.dumps([getattr(s, n, None) for n in sys.argv[1:]]))"
+    )
+    environ = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", **env}
+    done = subprocess.run(
+        [sys.executable, "-c", code, *names], cwd=ROOT, env=environ, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

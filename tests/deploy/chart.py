@@ -54,6 +54,20 @@ def render(helm_path, release="portal", namespace="gpu-portal", **values):
     return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
 
 
+def refused(helm_path, **values):
+    """What `helm template` says refusing these --set values (it must refuse them)."""
+    result = helm(
+        helm_path,
+        "template",
+        "p",
+        str(CHART),
+        *set_args({**required_values(), **values}),
+        check=False,
+    )
+    assert result.returncode != 0, "rendered"
+    return result.stderr
+
+
 def of_kind(manifests, kind):
     return [m for m in manifests if m["kind"] == kind]
 

@@ -5,7 +5,17 @@ import uuid
 
 import pytest
 
-from .chart import CHART, DRIVERS, helm, named, of_kind, render, required_values, set_args
+from .chart import (
+    CHART,
+    DRIVERS,
+    helm,
+    named,
+    of_kind,
+    refused,
+    render,
+    required_values,
+    set_args,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -34,15 +44,8 @@ def test_an_existing_secret_replaces_the_charts_own(helm_path):
 
 
 def test_an_unknown_driver_is_refused(helm_path):
-    result = helm(
-        helm_path,
-        "template",
-        "p",
-        str(CHART),
-        *set_args({**required_values(), "routing.driver": "haproxy"}),
-        check=False,
-    )
-    assert "routing.driver is traefik, gateway-api or ingress-nginx" in result.stderr
+    said = refused(helm_path, **{"routing.driver": "haproxy"})
+    assert "routing.driver is traefik, gateway-api or ingress-nginx" in said
 
 
 ROUTE_KINDS = {"ingresses", "ingressroutes", "middlewares", "httproutes"}
@@ -246,13 +249,6 @@ def test_probes_name_a_host_django_accepts_whatever_the_allowed_hosts(helm_path,
 
 
 def test_an_http_route_attached_to_no_gateway_is_refused(helm_path):
-    result = helm(
-        helm_path,
-        "template",
-        "p",
-        str(CHART),
-        *set_args({**required_values(), "httpRoute.enabled": True}),
-        check=False,
+    assert "httpRoute.parentRefs names the Gateway" in refused(
+        helm_path, **{"httpRoute.enabled": True}
     )
-    assert result.returncode != 0
-    assert "httpRoute.parentRefs names the Gateway" in result.stderr

@@ -61,6 +61,14 @@ def launch(team, django_capture_on_commit_callbacks):
     return launch
 
 
+def launch_as(team, who, version, **kwargs):
+    """A launch of a template version by a team member, not reconciled: the job, or the
+    refusal raised."""
+    return services.launch_job(
+        team["tenant"], team[who], actor=team[who], template_version=version, **kwargs
+    )[0]
+
+
 def settle(job, *states, timeout=60):
     """Reconcile the job (what the periodic resync does) until it reaches one of `states`; the
     job, refreshed. Fails with the job's own account of itself when it does not."""

@@ -20,7 +20,7 @@ from k8s_adapters.routing import DRIVERS, AuthSpec, EndpointSpec, endpoint_objec
 from k8s_adapters.volcano import VCJOB_API, build_job
 from tenants.models import Tenant
 from tests.helpers import wait_for
-from tests.jobs.conftest import settle, submitted
+from tests.jobs.conftest import launch_as, settle, submitted
 from tests.tenants.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -353,14 +353,7 @@ def test_a_data_volume_being_deleted_is_attached_to_no_new_job(client, team, tem
     )
     services.delete_data_volume(volume, actor=team["bob"])  # not reconciled yet
     with pytest.raises(ValidationError) as caught:
-        services.launch_job(
-            team["tenant"],
-            team["bob"],
-            actor=team["bob"],
-            template_version=templates["single-gpu"],
-            name="late",
-            data_volume=volume,
-        )
+        launch_as(team, "bob", templates["single-gpu"], name="late", data_volume=volume)
     assert caught.value.message_dict["data_volume"] == [
         "Data volume corpus is being deleted; pick another, or none."
     ]
@@ -388,11 +381,10 @@ def test_a_job_whose_disks_together_could_never_fit_is_refused_not_queued(team, 
         team["tenant"], name="corpus", size_gib=400, actor=team["bob"]
     )
     with pytest.raises(ValidationError) as caught:
-        services.launch_job(
-            team["tenant"],
-            team["bob"],
-            actor=team["bob"],
-            template_version=templates["single-gpu"],
+        launch_as(
+            team,
+            "bob",
+            templates["single-gpu"],
             overrides={"workspace_gib": 200},
             name="too-big",
             data_volume=volume,

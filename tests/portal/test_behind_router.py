@@ -2,31 +2,22 @@
 builds for the browser (the SSO callback it names to the identity provider, the API's
 next-page links) still says https, and sign-in limits count clients, not the router."""
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 from rest_framework.test import APIClient
 
 from tenants.models import Tenant
-from tests.processes import ROOT
+from tests.processes import settings_under
 from tests.tenants.conftest import make_user
 
 
 def settings_of(**env):
-    code = (
-        "import django, json; django.setup(); from django.conf import settings as s; "
-        "print(json.dumps([getattr(s, 'SECURE_PROXY_SSL_HEADER', None), "
-        "s.ACCOUNT_DEFAULT_HTTP_PROTOCOL, s.ALLAUTH_TRUSTED_PROXY_COUNT, s.CSRF_TRUSTED_ORIGINS]))"
-    )
-    environ = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", **env}
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=environ, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    names = [
+        "SECURE_PROXY_SSL_HEADER",
+        "ACCOUNT_DEFAULT_HTTP_PROTOCOL",
+        "ALLAUTH_TRUSTED_PROXY_COUNT",
+        "CSRF_TRUSTED_ORIGINS",
+    ]
+    return settings_under(names, **env)
 
 
 def test_the_chart_s_settings_say_https_and_count_clients_behind_one_router():

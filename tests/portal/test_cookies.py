@@ -1,24 +1,12 @@
 """The portal's own cookies cannot be planted by a job app on a sibling domain."""
 
-import json
-import os
-import subprocess
-import sys
-
-from tests.processes import ROOT
+from tests.processes import settings_under
 
 
 def cookie_settings(**env):
-    code = (
-        "import django, json; django.setup(); from django.conf import settings as s; "
-        "print(json.dumps([s.SESSION_COOKIE_NAME, s.CSRF_COOKIE_NAME, s.SESSION_COOKIE_SECURE]))"
+    return settings_under(
+        ["SESSION_COOKIE_NAME", "CSRF_COOKIE_NAME", "SESSION_COOKIE_SECURE"], **env
     )
-    environ = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", **env}
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=environ, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_over_https_the_portals_cookies_are_host_only_by_name():
