@@ -17,6 +17,7 @@ from core.cluster import node_gpus
 from core.reconcile import enqueue
 from core.unique import taken_is_invalid
 from core.validators import whole_number
+from k8s_adapters.names import meets_portal_object
 from networking import attach
 from tenants.access import has_role
 from tenants.choices import Role
@@ -184,7 +185,7 @@ def template_version(
 def generate_name(prefix: str, suffix: str = "") -> str:
     """A job name from a template's (or a job's) name: a valid one however that name starts
     (a template may be named '7b-sft'; a job's name starts with a letter) and however long."""
-    stem = prefix if prefix[:1].isalpha() else f"job-{prefix}"
+    stem = prefix if prefix[:1].isalpha() and not meets_portal_object(prefix) else f"job-{prefix}"
     return f"{stem[:40].rstrip('-')}-{suffix or secrets.token_hex(3)}"
 
 

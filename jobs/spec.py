@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 
 from core.validators import DNS1123_SUBDOMAIN as DNS_SUBDOMAIN
 from k8s_adapters.jobspec import JobSpec, Policy, Port, Task
-from k8s_adapters.names import JOB_OBJECT_SUFFIXES
+from k8s_adapters.names import JOB_OBJECT_SUFFIXES, meets_portal_object
 from k8s_adapters.quantity import to_decimal
 from k8s_adapters.volcano import KNOWN_PLUGINS
 
@@ -170,6 +170,12 @@ def validate_job_name(name: str) -> None:
             f"Use at most {JOB_NAME_MAX} lowercase letters, digits and '-', starting with a "
             "letter and ending with a letter or digit, for example 'llama-sft-001'.",
             code="invalid_name",
+        )
+    if meets_portal_object(name):
+        raise ValidationError(
+            "Names starting with 'gpu-portal' or with 'ep' and a number and '-' (like "
+            "'ep12-') are the portal's own; choose another name.",
+            code="reserved_name",
         )
 
 

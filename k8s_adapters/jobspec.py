@@ -3,6 +3,7 @@ from the JSON stored with the job, and back to the template format a launch read
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -76,11 +77,13 @@ class JobSpec:
     @property
     def total_cpu_millicores(self) -> int:
         """CPU requested by all pods together, as the ResourceQuota and the queue count it."""
-        return sum(int(to_decimal(t.cpu) * 1000) * t.replicas for t in self.tasks)
+        return sum(math.ceil(to_decimal(t.cpu) * 1000) * t.replicas for t in self.tasks)
 
     @property
     def total_memory_mib(self) -> int:
-        return sum(int(to_decimal(t.memory) / 2**20) * t.replicas for t in self.tasks)
+        # Rounded up per pod: rounded down, a gang of many small pods would count less than
+        # the ResourceQuota counts, and be admitted to be refused halfway.
+        return sum(math.ceil(to_decimal(t.memory) / 2**20) * t.replicas for t in self.tasks)
 
     @property
     def total_replicas(self) -> int:

@@ -19,6 +19,18 @@ SSH_KEYS_SUFFIX = "-ssh-keys"
 JOB_OBJECT_SUFFIXES = (WORKSPACE_SUFFIX, SSH_KEYS_SUFFIX)
 
 
+# Volcano's `svc` plugin names a Service and a NetworkPolicy after each job, takes over one of
+# that name that exists, and deletes it when the job ends. So no job may be named like an
+# object the portal keeps in a tenant namespace: its isolation policy, or an endpoint's objects.
+ISOLATION_POLICY = "gpu-portal-isolation"
+_PORTAL_OBJECT_NAME = re.compile(r"^(gpu-portal|ep[0-9]+-)")
+
+
+def meets_portal_object(job: str) -> bool:
+    """Whether Volcano's objects for a job of this name could be the portal's own."""
+    return bool(_PORTAL_OBJECT_NAME.match(job))
+
+
 def workspace_claim(job: str) -> str:
     """The job's scratch disk (a PVC)."""
     return f"{job}{WORKSPACE_SUFFIX}"

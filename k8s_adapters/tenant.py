@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .labels import MANAGED_BY, PORTAL, TENANT, portal_labels
+from .names import ISOLATION_POLICY
 from .quantity import to_decimal
 
 GPU = "nvidia.com/gpu"
@@ -72,7 +73,7 @@ def build_network_policy(spec: TenantSpec) -> dict[str, Any]:
         "apiVersion": NETWORK_POLICY[0],
         "kind": NETWORK_POLICY[1],
         "metadata": {
-            "name": "gpu-portal-isolation",
+            "name": ISOLATION_POLICY,
             "namespace": spec.namespace,
             "labels": _labels(spec),
         },

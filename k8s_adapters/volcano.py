@@ -59,6 +59,10 @@ def _container(spec: JobSpec, task: Task, mounts: list[dict[str, Any]]) -> dict[
         {"name": "GPU_PORTAL_TASK", "value": task.name},
         {"name": "GPU_PORTAL_GPUS", "value": str(task.gpus)},
     ]
+    if not task.gpus:
+        # CUDA images set NVIDIA_VISIBLE_DEVICES=all; where the NVIDIA runtime is the node's
+        # default, a pod given no GPU would see every GPU of its node, outside every quota.
+        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})
     container = {
         "name": "main",
         "image": spec.image,

@@ -107,6 +107,15 @@ def test_a_cpu_only_task_gets_no_gpu_runtime():
     assert "runtimeClassName" not in pod
     assert "tolerations" not in pod
     assert "nvidia.com/gpu" not in pod["containers"][0]["resources"]["limits"]
+    # CUDA images ask for every GPU (NVIDIA_VISIBLE_DEVICES=all); the pod's own env wins
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in pod["containers"][0]["env"]
+
+
+def test_pods_count_against_the_quota_as_the_resource_quota_counts_them():
+    tiny = Task("shard", 1000, 0, "0.0001", "1000M")  # 1m and 953.67 MiB a pod, rounded up
+    spec = JobSpec(**{**SPEC.__dict__, "tasks": (tiny,)})
+    assert spec.total_cpu_millicores == 1000
+    assert spec.total_memory_mib == 954 * 1000
 
 
 def test_a_job_owns_its_secret_and_workspace_and_only_mounts_the_data_disk():

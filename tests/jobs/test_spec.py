@@ -108,6 +108,26 @@ def test_job_names_are_dns_labels_short_enough_for_pod_names(name, ok):
             specs.validate_job_name(name)
 
 
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("gpu-portal-isolation", False),  # Volcano would take the tenant's isolation policy
+        ("gpu-portal", False),
+        ("ep17-train-ssh", False),  # ... or a teammate's endpoint Service and its policy
+        ("ep1-x", False),
+        ("epoch-17", True),
+        ("ep-17", True),
+        ("step17-x", True),
+    ],
+)
+def test_job_names_never_meet_the_portals_own_objects(name, ok):
+    if ok:
+        specs.validate_job_name(name)
+    else:
+        with pytest.raises(ValidationError):
+            specs.validate_job_name(name)
+
+
 def test_overrides_change_only_what_the_template_allows():
     template = base(
         tasks=[
@@ -283,6 +303,6 @@ def test_an_override_of_a_task_the_template_does_not_have_is_an_error_not_droppe
 def test_generated_names_are_valid_job_names_whatever_the_template_is_named():
     from jobs.services import generate_name
 
-    for template in ("7b-sft", "a" * 50, "x" * 39 + "-y"):
+    for template in ("7b-sft", "a" * 50, "x" * 39 + "-y", "gpu-portal-demo", "ep1-web"):
         for name in (generate_name(template), generate_name(template, "preview")):
             specs.validate_job_name(name)
