@@ -54,12 +54,23 @@ def data_volumes_description(tenant: Tenant) -> list[str]:
     ]
 
 
-def pool_jobs_description(pool: Any) -> list[str]:
-    """For IP pool deletion: the portal's jobs still queued or running on the pool."""
+def pool_jobs_description(pool: Any, tenants: list[Tenant] | None) -> list[str]:
+    """For IP pool deletion, or a tenant's removal from a pool: the portal's jobs (of these
+    tenants) still queued or running on the pool."""
     jobs = Job.objects.active().filter(
         networks__contains=[{"pool": pool.name}], delete_requested=False
     )
+    if tenants is not None:
+        jobs = jobs.filter(tenant__in=tenants)
     return [f"job {j.tenant.slug}/{j.name} ({j.state})" for j in jobs.select_related("tenant")]
+
+
+def reservation_job_description(reservation: Any) -> list[str]:
+    """For an admin's release of a reserved address: the job it is reserved for, until it ends."""
+    job = reservation.job
+    if job is None or job.is_finished:
+        return []
+    return [f"job {job.tenant.slug}/{job.name} ({job.state})"]
 
 
 def scheduling_warnings(spec: JobSpec) -> list[str]:

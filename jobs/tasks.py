@@ -45,6 +45,7 @@ from k8s_adapters.waiting import (
     wait_bound,
     waiting_messages,
 )
+from networking.attach import static_addresses_waiting
 from networking.services import release_for_job
 
 from . import endpoints, pending
@@ -241,6 +242,11 @@ def _ensure(job):
             _set(job, state=JobState.PENDING, pending_reason=reason)
             _ensure_endpoints(cluster, job)  # its URLs exist from the start
             raise Requeue(_claim_recheck_seconds(job))
+        if any(n.get("static_ip") for n in job.networks):
+            waiting = static_addresses_waiting(job)
+            if waiting:
+                _set(job, state=JobState.PENDING, pending_reason=waiting)
+                raise Requeue(_claim_recheck_seconds(job))
         vcjob = _create_vcjob(cluster, job, objects[-1])
         status = read_job(vcjob)
         _volumes_due(status.uid)  # just applied: the next runs need not

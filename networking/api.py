@@ -192,9 +192,14 @@ class PoolViewSet(
     def release(self, request, name=None, reservation_id=None):
         pool = self.get_object()
         require_platform_admin(request.user)
-        services.release_address(
-            get_object_or_404(pool.reservations, pk=reservation_id), actor=request.user
-        )
+        reservation = get_object_or_404(pool.reservations, pk=reservation_id)
+        try:
+            services.release_reservation(reservation, actor=request.user)
+        except services.ValidationError as exc:
+            return Response(
+                {"detail": exc.messages[0], "code": "conflict", "errors": {}},
+                status=status.HTTP_409_CONFLICT,
+            )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=ReleaseAllocationSerializer, responses={202: None})

@@ -8,7 +8,9 @@ from k8s_adapters.multus import network_selection
 
 from .choices import Purpose
 from .models import IPPool
-from .services import reserve_address
+from .services import lock_for_reservations, reserve_address
+from .tasks import apply_networks
+from .whereabouts import allocated_now
 
 
 def validate_requests(tenant, networks, total_replicas):
@@ -59,6 +61,7 @@ def attach(job, networks, pools, *, actor):
     """(annotation, extra env) for the job; reserves static addresses (call inside the launch's
     transaction, so a failed launch reserves nothing)."""
     attachments, env = [], []
+    lock_for_reservations(p.pk for r, p in zip(networks, pools, strict=True) if r.get("static_ip"))
     for i, (request, pool) in enumerate(zip(networks, pools, strict=True)):
         interface = f"net{i + 1}"
         entry = {"name": pool.nad_name, "interface": interface}
@@ -80,3 +83,22 @@ def attach(job, networks, pools, *, actor):
         if pool.purpose == Purpose.COMPUTE and not env:
             env = [("NCCL_SOCKET_IFNAME", interface), ("GLOO_SOCKET_IFNAME", interface)]
     return (network_selection(attachments) if attachments else ""), env
+
+
+def static_addresses_waiting(job):
+    """Before a job with fixed addresses is submitted: why it must wait, or "". Each pool's
+    networks are applied now with its reservation excluded (the pool's own run may come after
+    Whereabouts gave the address to another pod), and then an address Whereabouts handed out
+    before that is named: the job's pod would share it."""
+    for reservation in job.ip_reservations.select_related("pool"):
+        pool = reservation.pool
+        apply_networks(pool)
+        holder = allocated_now(pool).get(reservation.address)
+        if holder:
+            return (
+                f"Its fixed address {reservation.ip} on pool {pool.name} is in use by pod "
+                f"{holder}, which got it before the reservation reached the network; it starts "
+                "once that pod has ended or a platform admin releases the address on the "
+                "pool's page."
+            )
+    return ""

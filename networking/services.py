@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +24,11 @@ if TYPE_CHECKING:
     from tenants.models import Tenant
 
 
-# What other apps know to keep a pool in use (jobs: its jobs still queued or running on it),
-# each naming what it found.
-delete_blockers: list[Callable[[IPPool], list[str]]] = []
+# What other apps know to keep a pool in use (jobs: its jobs still queued or running on it, of
+# the given tenants or of every tenant), each naming what it found.
+delete_blockers: list[Callable[[IPPool, list[Tenant] | None], list[str]]] = []
+# ... and a reserved address in use (jobs: the job it was reserved for, still queued or running).
+release_blockers: list[Callable[[IPReservation], list[str]]] = []
 SHOWN_BLOCKERS = 10
 
 
@@ -45,6 +48,17 @@ def _locked(pool: IPPool, *, delete: bool = False) -> IPPool:
     if locked is None:
         raise ValidationError(f"The pool {pool.name} was deleted meanwhile.", code="gone")
     return locked
+
+
+def lock_for_reservations(pool_ids: Iterable[int]) -> None:
+    """Take the locks `reserve_address` takes on these pools, in one order: a launch reserving
+    on two pools would otherwise deadlock with one reserving on them the other way round."""
+    list(
+        IPPool.objects.select_for_update(no_key=True)
+        .filter(pk__in=sorted(set(pool_ids)))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
 
 
 def _reconcile(pool: IPPool) -> None:
@@ -124,13 +138,18 @@ def update_pool(
     pool: IPPool, *, actor: Any, tenants: Iterable[Tenant] | None = None, **changes: Any
 ) -> IPPool:
     pool = _locked(pool)
-    before = snapshot(pool)
+    before, previous = snapshot(pool), copy.copy(pool)
     changes.pop("name", None)  # names NetworkAttachmentDefinitions: never changes
     for name, value in changes.items():
         setattr(pool, name, value)
     _validate(pool)
     _check_shrink(pool)
+    if pool.whereabouts_name != previous.whereabouts_name:
+        _check_renumber(previous)
     pool.free_hint = None  # exclusions or the range may have changed: search from the start
+    if tenants is not None:
+        tenants = list(tenants)
+        _check_tenants_left(pool, {t.pk for t in tenants})
     pool.save()
     if tenants is not None:
         pool.tenants.set(tenants)
@@ -141,9 +160,61 @@ def update_pool(
     return pool
 
 
+def _check_renumber(pool: IPPool) -> None:
+    """A new CIDR is a new IPPool object for Whereabouts, which starts empty: the addresses its
+    pods hold in the old one would be handed out again, and the portal would no longer see them.
+    So the CIDR changes only while nothing uses the pool (read from the cluster itself)."""
+    try:
+        allocated = live_allocations(pool)
+    except K8sError as exc:
+        raise ValidationError(
+            {
+                "cidr": f"Cannot read Whereabouts' allocations of the pool ({exc}); try again "
+                "once the cluster answers."
+            }
+        ) from exc
+    blockers = delete_blocked_by(pool, allocated)
+    if blockers:
+        raise ValidationError(
+            {
+                "cidr": f"The CIDR can change only while nothing uses the pool (Whereabouts "
+                f"keeps its addresses per CIDR), and it is in use: {listed(blockers)}. Change "
+                "the range or exclusions instead, or wait for its jobs to end and release its "
+                "addresses."
+            }
+        )
+
+
+def _check_tenants_left(pool: IPPool, kept: set[int]) -> None:
+    """A tenant leaves a pool only once nothing of its own uses it: its networks go from its
+    namespace, and a job of it on the pool could not start (or restart) without them."""
+    gone = list(pool.tenants.exclude(pk__in=kept))
+    if not gone:
+        return
+    blockers = [item for check in delete_blockers for item in check(pool, gone)]
+    for r in pool.reservations.filter(tenant__in=gone).select_related("owner", "tenant"):
+        blockers.append(f"{r.ip} reserved for {r.owner.username} in {r.tenant.slug}")
+    if blockers:
+        raise ValidationError(
+            {
+                "tenants": f"{', '.join(t.slug for t in gone)} still "
+                f"{'uses' if len(gone) == 1 else 'use'} the pool: "
+                f"{listed(blockers)}. Remove a tenant once its jobs on the pool have ended and "
+                "its addresses are released."
+            }
+        )
+
+
+def listed(blockers: list[str]) -> str:
+    """The first few of what uses a pool, and how many more."""
+    shown = ", ".join(blockers[:SHOWN_BLOCKERS])
+    more = len(blockers) - SHOWN_BLOCKERS
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
 def delete_blocked_by(pool: IPPool, allocated: list[dict[str, Any]]) -> list[str]:
     """What still uses the pool: jobs on it, reserved addresses, Whereabouts' allocations."""
-    blockers = [item for check in delete_blockers for item in check(pool)]
+    blockers = [item for check in delete_blockers for item in check(pool, None)]
     for r in pool.reservations.select_related("owner", "tenant", "job"):
         held = f" for job {r.job.name}" if r.job else ""
         pinned = ", pinned" if r.pinned else ""
@@ -176,12 +247,9 @@ def delete_pool(pool: IPPool, *, actor: Any) -> None:
         pool = _locked(pool, delete=True)
         blockers = delete_blocked_by(pool, allocated)
         if blockers:
-            shown = ", ".join(blockers[:SHOWN_BLOCKERS])
-            if len(blockers) > SHOWN_BLOCKERS:
-                shown += f" and {len(blockers) - SHOWN_BLOCKERS} more"
             raise ValidationError(
-                f"The pool {pool.name} is still in use: {shown}. It can be deleted once its jobs "
-                "have ended and its addresses are released (on the pool's page).",
+                f"The pool {pool.name} is still in use: {listed(blockers)}. It can be deleted "
+                "once its jobs have ended and its addresses are released (on the pool's page).",
                 code="in_use",
             )
         record(actor, "ip_pool.delete", pool, before=snapshot(pool))
@@ -298,6 +366,20 @@ def release_address(reservation: IPReservation, *, actor: Any) -> None:
     )
     reservation.delete()
     _reconcile(reservation.pool)
+
+
+def release_reservation(reservation: IPReservation, *, actor: Any) -> None:
+    """A platform admin's release of a reserved address, refused while the job it was reserved
+    for may still hold it: Whereabouts would hand it to the next pod beside the job's own. The
+    job's end releases it (a pinned one stays until released here)."""
+    blockers = [item for check in release_blockers for item in check(reservation)]
+    if blockers:
+        raise ValidationError(
+            f"{reservation.ip} is still in use by {listed(blockers)}; it is released when that "
+            "job is deleted, or can be released here once the job has ended.",
+            code="in_use",
+        )
+    release_address(reservation, actor=actor)
 
 
 def release_for_job(job: Any, *, actor: Any = None) -> None:

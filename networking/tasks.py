@@ -66,11 +66,13 @@ def _labels(pool):
 @reconciler("ip-pool", IPPool, name="networking.reconcile_pool")
 def reconcile_pool(pool):
     """A NAD pair in every allowed tenant's namespace; Whereabouts' allocations read back."""
-    _apply(pool)
+    apply_networks(pool)
     return {"observed_allocations": _observe(pool), "observed_at": timezone.now()}
 
 
-def _apply(pool):
+def apply_networks(pool):
+    """The pool's NAD pair in every allowed tenant's namespace; those of tenants no longer
+    allowed go."""
     cluster = get_cluster()
     spec = pool_spec(pool)
     desired = []

@@ -108,7 +108,11 @@ def pool_delete(request, name):
 def release_reservation(request, name, reservation_id):
     pool = _pool(request, name)
     reservation = get_object_or_404(IPReservation, pool=pool, pk=reservation_id)
-    services.release_address(reservation, actor=request.user)
+    try:
+        services.release_reservation(reservation, actor=request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect(pool)
     messages.success(request, f"Released {reservation.ip}.")
     return redirect(pool)
 

@@ -2,6 +2,7 @@
 hold the pools they attach to (a key-share lock, as a foreign key would), reservations take
 turns among themselves, and only a deletion waits for the launches."""
 
+import contextlib
 import threading
 import uuid
 
@@ -74,3 +75,53 @@ def test_a_deletion_waits_for_a_launch_holding_the_pool_and_then_sees_its_job(sh
     assert [type(e).__name__ for e in errors] == ["ValidationError"]
     assert "10.66.0.10 reserved for" in errors[0].messages[0]
     assert type(pool).objects.filter(pk=pool.pk).exists()
+
+
+def test_two_launches_reserving_on_two_pools_in_opposite_orders_never_deadlock(shared, monkeypatch):
+    """Each reserves on its first pool, then on its second: taken in the order asked, the
+    locks crossed and PostgreSQL aborted one launch (a 500)."""
+    from django.utils import timezone
+
+    from jobs.models import Job
+
+    first, tenants, admin = shared
+    second = services.create_pool(
+        actor=admin,
+        name=f"locks-{uuid.uuid4().hex[:6]}",
+        cidr="10.67.0.0/24",
+        range_start="10.67.0.10",
+        range_end="10.67.0.20",
+        master="bond0",
+        vlan=67,
+    )
+    second.tenants.set(tenants)
+    jobs = [
+        Job.objects.create(
+            tenant=t, owner=admin, name=f"j{i}", spec={}, gpus=0, queued_at=timezone.now()
+        )
+        for i, t in enumerate(tenants)
+    ]
+    both = threading.Barrier(2)
+    reserve = attach.reserve_address
+
+    def reserve_then_meet(pool, **kwargs):
+        reservation = reserve(pool, **kwargs)
+        # the other launch reserves on its first pool meanwhile, unless it waits for a lock
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both.wait(timeout=3)
+        return reservation
+
+    monkeypatch.setattr(attach, "reserve_address", reserve_then_meet)
+
+    def launch(job, pools):
+        def work():
+            with transaction.atomic():
+                attach.attach(
+                    job, [{"pool": p.name, "static_ip": True} for p in pools], pools, actor=admin
+                )
+
+        return work
+
+    _, errors = in_threads(launch(jobs[0], [first, second]), launch(jobs[1], [second, first]))
+    assert errors == []
+    assert first.reservations.count() == second.reservations.count() == 2

@@ -4,6 +4,7 @@ allocations read back, conflicts flagged and fixed, and jobs attached to pools."
 import json
 
 import pytest
+from django.urls import reverse
 
 from jobs import services as job_services
 from jobs.models import Job
@@ -74,6 +75,24 @@ def test_removing_a_tenant_from_the_pool_removes_its_nads(
         services.update_pool(pool, actor=admin, tenants=[])
     assert cluster.get(NAD_API, NAD, pool.nad_name, team["tenant"].namespace) is None
     assert cluster.get(NAD_API, NAD, pool.static_nad_name, team["tenant"].namespace) is None
+
+
+def test_a_tenant_whose_job_uses_the_pool_stays_on_it(
+    cluster, team, pool, admin, templates, django_capture_on_commit_callbacks
+):
+    """Its networks would leave its namespace, and its job's pods could not start without."""
+    data = {**templates["single-gpu"].spec, "networks": [{"pool": pool.name}]}
+    with django_capture_on_commit_callbacks(execute=True):
+        job_services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="on-pool"
+        )
+    with pytest.raises(services.ValidationError) as caught:
+        services.update_pool(pool, actor=admin, tenants=[])
+    message = caught.value.message_dict["tenants"][0]
+    assert message.startswith(f"{team['tenant'].slug} still uses the pool: job ")
+    assert f"{team['tenant'].slug}/on-pool" in message
+    assert list(pool.tenants.all()) == [team["tenant"]]
+    assert cluster.get(NAD_API, NAD, pool.nad_name, team["tenant"].namespace) is not None
 
 
 def test_a_job_on_the_pool_carries_the_annotation_and_the_nccl_interface(
@@ -348,3 +367,108 @@ def test_an_empty_range_given_an_address_after_it_was_read_is_not_deleted(cluste
         assert "1" in kept["spec"]["allocations"]
     finally:
         cluster.delete(WHEREABOUTS_API, "IPPool", name, "kube-system")
+
+
+def test_a_pool_whose_addresses_whereabouts_holds_keeps_its_cidr(cluster, team, pool, admin):
+    """Whereabouts keeps a range's addresses in an IPPool object named by the CIDR: under a new
+    CIDR it would start empty and hand out the addresses pods still hold."""
+    held = {"15": {"id": "c1", "podref": f"{team['tenant'].namespace}/trainer-0", "ifname": "n1"}}
+    cluster.apply_one(
+        {  # what Whereabouts itself writes for a pod on the pool
+            "apiVersion": WHEREABOUTS_API,
+            "kind": "IPPool",
+            "metadata": {"name": pool.whereabouts_name, "namespace": "kube-system"},
+            "spec": {"range": "10.77.0.0/24", "allocations": held},
+        }
+    )
+    with pytest.raises(services.ValidationError) as caught:
+        services.update_pool(pool, actor=admin, cidr="10.77.0.0/23", range_end="10.77.1.100")
+    message = caught.value.message_dict["cidr"][0]
+    assert "can change only while nothing uses the pool" in message
+    assert f"10.77.0.15 allocated by Whereabouts to pod {team['tenant'].namespace}/trainer-0" in (
+        message
+    )
+    pool.refresh_from_db()
+    assert pool.cidr == "10.77.0.0/24"
+
+    cluster.delete(WHEREABOUTS_API, "IPPool", pool.whereabouts_name, "kube-system")  # released
+    services.update_pool(pool, actor=admin, cidr="10.77.0.0/23", range_end="10.77.1.100")
+    pool.refresh_from_db()
+    assert pool.cidr == "10.77.0.0/23"
+
+
+def test_an_address_reserved_for_a_live_job_is_not_released_from_under_it(
+    cluster, team, pool, admin, templates, django_capture_on_commit_callbacks, client
+):
+    """Released, Whereabouts would hand it to the next pod while the job's own pod has it."""
+    from rest_framework.test import APIClient
+
+    data = {**templates["single-gpu"].spec, "networks": [{"pool": pool.name, "static_ip": True}]}
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = job_services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="static-one"
+        )
+    reserved = IPReservation.objects.get(job=job)
+    api = APIClient()
+    api.force_login(admin)
+    response = api.delete(f"/api/v1/ip-pools/{pool.name}/reservations/{reserved.pk}/")
+    assert response.status_code == 409
+    assert response.json()["detail"].startswith(
+        f"10.77.0.10 is still in use by job {team['tenant'].slug}/static-one"
+    )
+    client.force_login(admin)
+    page = client.post(
+        reverse("networking:release-reservation", args=[pool.name, reserved.pk]), follow=True
+    ).content.decode()
+    assert "is still in use by job" in page
+    assert IPReservation.objects.filter(pk=reserved.pk).exists()
+
+
+def test_a_fixed_address_whereabouts_gave_away_first_keeps_its_job_waiting(
+    cluster, team, pool, templates, django_capture_on_commit_callbacks
+):
+    """Between the reservation and the pool's networks excluding it, Whereabouts (which hands
+    out the lowest free address too) gave the address to another pod: the job's pod would
+    share it on the wire. It waits, saying why, and starts once the address is free."""
+    from jobs.choices import JobState
+    from jobs.tasks import reconcile_job
+
+    data = {**templates["single-gpu"].spec, "networks": [{"pool": pool.name, "static_ip": True}]}
+    with django_capture_on_commit_callbacks(execute=False) as launched:
+        job, _ = job_services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="fixed"
+        )
+    reserved = IPReservation.objects.get(job=job)
+    other = f"{team['tenant'].namespace}/early-0"
+    ippool = {  # what Whereabouts wrote for a pod that started meanwhile
+        "apiVersion": WHEREABOUTS_API,
+        "kind": "IPPool",
+        "metadata": {"name": pool.whereabouts_name, "namespace": "kube-system"},
+        "spec": {
+            "range": "10.77.0.0/24",
+            "allocations": {"10": {"id": "c1", "podref": other, "ifname": "net1"}},
+        },
+    }
+    cluster.apply_one(ippool)
+    for callback in launched:
+        callback()
+
+    def told():  # reconciled as the collector's watch on its claim would, once bound
+        reconcile_job(job.pk)
+        job.refresh_from_db()
+        return job.pending_reason.startswith("Its fixed address")
+
+    wait_for(told, timeout=30, interval=0.3, message="the job to say its address is taken")
+    assert job.state == JobState.PENDING
+    assert job.pending_reason.startswith(
+        f"Its fixed address {reserved.ip} on pool {pool.name} is in use by pod {other}"
+    )
+    assert cluster.get(VCJOB_API, "Job", "fixed", team["tenant"].namespace) is None
+    nad = json.loads(
+        cluster.get(NAD_API, NAD, pool.nad_name, team["tenant"].namespace)["spec"]["config"]
+    )
+    assert f"{reserved.ip}/32" in nad["ipam"]["exclude"]  # Whereabouts hands it out no more
+
+    cluster.delete(WHEREABOUTS_API, "IPPool", pool.whereabouts_name, "kube-system")  # released
+    reconcile_job(job.pk)
+    submitted(job)
