@@ -9,10 +9,15 @@ Credentials: `Authorization: Bearer gpp_...` (scripts) or the endpoint cookie, a
 bound to that endpoint, the user and their password, that only the handshake issues:
 
 1. A browser without a cookie gets a redirect to the portal's `/auth/endpoint/<id>/start`
-   (Traefik: the portal answers the 302 itself; ingress-nginx: a 401 makes it do so).
+   (Traefik: the portal answers the 302 itself, and sets a state cookie on the endpoint's host
+   whose hash rides along; ingress-nginx: a 401 makes it redirect).
 2. There the portal checks its own session and the membership, and sends the browser back to
-   the endpoint with a one-time code (60 s) bound to that endpoint.
-3. Forward-auth redeems the code and sets the cookie, scoped to the endpoint's host alone.
+   the endpoint with a one-time code (60 s) bound to that endpoint and to that state.
+3. Forward-auth redeems the code, only in the browser holding the state, and sets the cookie,
+   scoped to the endpoint's host alone. So a code someone else was given (sent to a victim in
+   a link) signs nobody in as them. A browser already signed in to the endpoint ignores codes.
+   Under ingress-nginx, whose redirect carries no cookie of the portal's, codes are bound to the
+   endpoint only.
 
 An allowed request goes on with the user's identity in X-Auth-Request-* headers and the
 caller's cookies without the endpoint cookie; Authorization never reaches the app. Nothing is
@@ -24,6 +29,7 @@ against the clock on every request.
 
 import hashlib
 import logging
+import re
 import secrets
 import threading
 import time
@@ -31,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from importlib import import_module
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode
 
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY, get_user_model
@@ -52,7 +58,7 @@ from core.validators import WHOLE_NUMBER, whole_number
 from tenants.models import Membership
 
 from .models import Endpoint
-from .routes import endpoint_origin, safe_path
+from .routes import endpoint_origin, parse_url, safe_path
 
 SessionStore = import_module(settings.SESSION_ENGINE).SessionStore
 log = logging.getLogger(__name__)
@@ -60,11 +66,28 @@ log = logging.getLogger(__name__)
 CODE_PARAM = "gpp_code"
 CODE_SECONDS = 60
 COOKIE_SALT = "gpu-portal.endpoint-cookie"
+STATE_SECONDS = 600  # from the sign-in redirect to the code's return, SSO sign-in included
+STATE = re.compile(r"[0-9a-f]{32}")
 
 
 def cookie_name() -> str:
-    """`__Host-` pins the cookie to the endpoint's host (Secure, Path=/, no Domain)."""
+    """`__Host-` pins the cookie to the endpoint's host (Secure, Path=/, no Domain): another
+    endpoint's app cannot set it there for its whole domain."""
     return "__Host-gpp-endpoint" if settings.ENDPOINT_SCHEME == "https" else "gpp-endpoint"
+
+
+def state_cookie_name() -> str:
+    return "__Host-gpp-state" if settings.ENDPOINT_SCHEME == "https" else "gpp-state"
+
+
+def state_hash(nonce: str) -> str:
+    return hashlib.sha256(f"{COOKIE_SALT}:state:{nonce}".encode()).hexdigest()[:32]
+
+
+def codes_bound() -> bool:
+    """Whether codes are bound to the browser that asked for them: where forward-auth answers
+    the browser's sign-in redirect itself (Traefik, and the Gateway API driver on Traefik)."""
+    return settings.ROUTING_DRIVER != "ingress-nginx"
 
 
 @dataclass(frozen=True)
@@ -151,12 +174,13 @@ def _load_user(user_id: int) -> UserFacts | None:
     return UserFacts(user.pk, user.get_username(), user.email or "", user.get_session_auth_hash())
 
 
-def _load_token(raw: str) -> int | None:
+def _load_token(raw: str) -> tuple[int, datetime | None] | None:
+    """(its user, when it expires): a cached token is refused the moment it expires."""
     key_id = raw[len(TOKEN_PREFIX) :].split("_", 1)[0]
     token = ApiToken.objects.usable().filter(key_id=key_id).first()
     if token is None or not secrets.compare_digest(token.token_hash, hash_token(raw)):
         return None
-    return token.user_id
+    return token.user_id, token.expires_at
 
 
 def endpoint_facts(endpoint_id: int) -> EndpointFacts | None:
@@ -173,8 +197,10 @@ def token_user(authorization: str) -> UserFacts | None:
     raw = authorization.split(" ", 1)[1].strip() if " " in authorization else ""
     if not raw.startswith(TOKEN_PREFIX):
         return None
-    user_id = _cache.get(("token", hash_token(raw)), lambda: _load_token(raw))
-    return user_facts(user_id)
+    token = _cache.get(("token", hash_token(raw)), lambda: _load_token(raw))
+    if token is None or (token[1] is not None and timezone.now() >= token[1]):
+        return None
+    return user_facts(token[0])
 
 
 def allowed(user: UserFacts, facts: EndpointFacts) -> bool:
@@ -238,18 +264,27 @@ def cookie_user(value: str, facts: EndpointFacts) -> UserFacts | None:
     return user
 
 
-def split_cookies(header: str) -> tuple[str, str]:
-    """(the endpoint cookie's value, the app's own cookies as a Cookie header). The portal's
-    session and CSRF cookies never reach an app, even from a client that sends them on purpose."""
-    mine, others = "", []
-    portal = {settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME}
+@dataclass(frozen=True)
+class Cookies:
+    mine: list[str]  # every endpoint cookie sent (another app may have added one of the name)
+    state: str  # the sign-in state cookie
+    others: str  # the app's own cookies, as a Cookie header
+
+
+def split_cookies(header: str) -> Cookies:
+    """The portal's cookies, and the app's own. The portal's session and CSRF cookies never
+    reach an app, even from a client that sends them on purpose."""
+    mine, state, others = [], "", []
+    portal = {settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME, state_cookie_name()}
     for part in header.split(";"):
         name, sep, value = part.strip().partition("=")
         if sep and name == cookie_name():
-            mine = value
-        elif part.strip() and name not in portal:
+            mine.append(value)
+        elif sep and name == state_cookie_name():
+            state = value
+        if part.strip() and name not in portal and name != cookie_name():
             others.append(part.strip())
-    return mine, "; ".join(others)
+    return Cookies(mine, state, "; ".join(others))
 
 
 def _set_cookie(value: str) -> str:
@@ -283,24 +318,46 @@ def _refusal(status: int, text: str, *, browser: bool) -> Answer:
 
 
 def _split_code(uri: str) -> tuple[str, str]:
-    """(the one-time code in the request's query, the path and query without it)."""
-    parts = urlsplit(uri)
+    """(the one-time code in the request's query, the last one given, and the path and query
+    without any)."""
+    parts = parse_url(uri)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    code = next((v for k, v in query if k == CODE_PARAM), "")
+    code = next((v for k, v in reversed(query) if k == CODE_PARAM), "")
     rest = urlencode([(k, v) for k, v in query if k != CODE_PARAM])
     return code, safe_path(parts.path + (f"?{rest}" if rest else ""))
 
 
-def _redeem(facts: EndpointFacts | None, code: str, target: str, *, redirect: bool) -> Answer:
+def _same_browser(data: dict[str, Any], state: str) -> bool:
+    """Whether the code comes back to the browser it was made for (holding its state)."""
+    bound = data.get("b")
+    if not bound:
+        return not codes_bound()
+    return bool(state) and secrets.compare_digest(state_hash(state), str(bound))
+
+
+def _redeem(
+    facts: EndpointFacts | None, code: str, target: str, *, state: str, redirect: bool
+) -> Answer:
     key = f"endpoint-code:{code}"
     data = cache.get(key)
-    if facts is None or not data or data.get("e") != facts.id or not cache.delete(key):  # once
+    if (
+        facts is None
+        or not isinstance(data, dict)
+        or data.get("e") != facts.id
+        or not _same_browser(data, state)
+        or not cache.delete(key)  # once
+    ):
         return _refusal(
-            403, "This sign-in link was used or has expired; open the endpoint again.", browser=True
+            403,
+            "This sign-in link was used, has expired or was opened in another browser; open "
+            "the endpoint again.",
+            browser=True,
         )
     user = user_facts(data["u"])
     if user is None or not allowed(user, facts):
         return _refusal(403, "You may not open this endpoint.", browser=True)
+    if timezone.now() >= facts.expires_at:
+        return _refusal(403, "This endpoint has expired; its owner can extend it.", browser=True)
     cookie = _set_cookie(issue_cookie(facts, user, data.get("s", "")))
     if redirect:  # Traefik: straight back to where the browser was going, without the code
         return Answer(302, {"Location": target, "Set-Cookie": cookie})
@@ -323,25 +380,42 @@ def decide(
     browser = "text/html" in accept
     facts = endpoint_facts(endpoint_id)
     code, target = _split_code(uri)
-    if code:
-        return _redeem(facts, code, target, redirect=redirect)
-    mine, others = split_cookies(cookie)
+    cookies = split_cookies(cookie)
     if authorization:
         user = token_user(authorization)
         if user is None:
             return Answer(401, {"WWW-Authenticate": 'Bearer realm="gpu-portal"'}, "bad token")
     else:
-        user = cookie_user(mine, facts) if mine and facts else None
+        found = (cookie_user(value, facts) for value in cookies.mine) if facts else iter(())
+        user = next((u for u in found if u is not None), None)
+    if code:
+        if user is None:
+            return _redeem(facts, code, target, state=cookies.state, redirect=redirect)
+        if redirect:  # signed in already: a code (someone else's, maybe) changes nothing
+            return Answer(302, {"Location": target})
     if user is None:
         if redirect and browser:
-            start = f"{settings.PORTAL_URL}/auth/endpoint/{endpoint_id}/start"
-            return Answer(302, {"Location": f"{start}?{urlencode({'next': target})}"})
+            return _sign_in_redirect(endpoint_id, target)
         return Answer(401, {"WWW-Authenticate": 'Bearer realm="gpu-portal"'}, "sign in first")
     if facts is None or not allowed(user, facts):
         return _refusal(403, "You may not open this endpoint.", browser=browser)
     if timezone.now() >= facts.expires_at:
         return _refusal(403, "This endpoint has expired; its owner can extend it.", browser=browser)
-    return Answer(200, _identity(user, facts, others))
+    return Answer(200, _identity(user, facts, cookies.others))
+
+
+def _sign_in_redirect(endpoint_id: int, target: str) -> Answer:
+    """To the portal's half of the handshake, with a fresh state: its cookie stays on the
+    endpoint's host, its hash goes to the portal, and the code comes back bound to it."""
+    nonce = secrets.token_urlsafe(24)
+    start = f"{settings.PORTAL_URL}/auth/endpoint/{endpoint_id}/start"
+    query = urlencode({"next": target, "state": state_hash(nonce)})
+    secure = "; Secure" if settings.ENDPOINT_SCHEME == "https" else ""
+    cookie = (
+        f"{state_cookie_name()}={nonce}; Path=/; Max-Age={STATE_SECONDS}; HttpOnly; "
+        f"SameSite=Lax{secure}"
+    )
+    return Answer(302, {"Location": f"{start}?{query}", "Set-Cookie": cookie})
 
 
 def _response(answer: Answer) -> HttpResponse:
@@ -359,7 +433,7 @@ def request_uri(headers) -> str:
     passes a client's own X-Forwarded-Uri through untouched, and sets no such header)."""
     if settings.ROUTING_DRIVER != "ingress-nginx":
         return headers.get("X-Forwarded-Uri") or "/"
-    parts = urlsplit(headers.get("X-Original-URL") or "/")
+    parts = parse_url(headers.get("X-Original-URL") or "/")
     return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
@@ -381,10 +455,10 @@ def _target(request, facts: EndpointFacts) -> str:
     """Where to land on the endpoint: `next` (Traefik) or `rd` (ingress-nginx, a whole URL
     accepted only for this endpoint's own host)."""
     if request.GET.get("next"):
-        return safe_path(request.GET["next"])
-    rd = urlsplit(request.GET.get("rd", ""))
-    if rd.hostname and rd.hostname == urlsplit(endpoint_origin(facts.host_label)).hostname:
-        return safe_path(rd.path + (f"?{rd.query}" if rd.query else ""))
+        return _split_code(request.GET["next"])[1]
+    rd = parse_url(request.GET.get("rd", ""))
+    if rd.hostname and rd.hostname == parse_url(endpoint_origin(facts.host_label)).hostname:
+        return _split_code(rd.path + (f"?{rd.query}" if rd.query else ""))[1]
     return "/"
 
 
@@ -418,10 +492,16 @@ def start(request, endpoint_id):
         return render(
             request, "jobs/endpoint_refused.html", {**context, "reason": reason}, status=403
         )
+    target = _target(request, facts)
+    state = request.GET.get("state", "")
+    if codes_bound() and not STATE.fullmatch(state):
+        # Not from the endpoint's sign-in redirect (a bookmark, a link): through the endpoint,
+        # whose redirect comes back here with the state of this browser.
+        return HttpResponseRedirect(f"{endpoint_origin(facts.host_label)}{target}")
     code = secrets.token_urlsafe(32)
     mark = remember_session(request.session)
-    cache.set(f"endpoint-code:{code}", {"e": facts.id, "u": user.id, "s": mark}, CODE_SECONDS)
-    target = _target(request, facts)
+    data = {"e": facts.id, "u": user.id, "s": mark, "b": state if codes_bound() else ""}
+    cache.set(f"endpoint-code:{code}", data, CODE_SECONDS)
     separator = "&" if "?" in target else "?"
     return HttpResponseRedirect(
         f"{endpoint_origin(facts.host_label)}{target}{separator}{urlencode({CODE_PARAM: code})}"

@@ -3,7 +3,7 @@ origin of its own. Hosts are derived once and stored: forward-auth learns which 
 request is for from the route's auth address, not from the request. A host is read back only to
 tell a browser why an address is closed."""
 
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
 
@@ -19,10 +19,18 @@ def endpoint_origin(host_label: str) -> str:
     return f"{settings.ENDPOINT_SCHEME}://{endpoint_host(host_label)}{port}"
 
 
+def parse_url(text: str) -> SplitResult:
+    """A URL's parts; one Python cannot read (`//[x`, an unclosed IPv6 host) is "/"."""
+    try:
+        return urlsplit(text)
+    except ValueError:
+        return urlsplit("/")
+
+
 def safe_path(target: str) -> str:
     """A path (and query) on the endpoint's own host, from what a client asked to return to;
     anything naming another host or scheme becomes "/"."""
-    parts = urlsplit(target or "/")
+    parts = parse_url(target or "/")
     if parts.scheme or parts.netloc or not parts.path.startswith("/") or "\\" in target:
         return "/"
     if parts.path.startswith("//"):

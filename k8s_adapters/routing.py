@@ -3,6 +3,7 @@ through a routing driver. Every driver is built from the same EndpointSpec, and 
 forward-auth address names its endpoint (`/auth/endpoint/<id>`), so a request routed to an
 endpoint is always checked against that endpoint, whatever the client put in its headers."""
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,19 @@ ENDPOINT_KINDS = (("v1", "Service"), ("networking.k8s.io/v1", "NetworkPolicy"), 
 # Authorization (listed but never answered, so the router deletes it).
 IDENTITY_HEADERS = ("X-Auth-Request-User", "X-Auth-Request-Email", "X-Auth-Request-Groups")
 AUTH_RESPONSE_HEADERS = (*IDENTITY_HEADERS, "Cookie", "Authorization")
+# Spellings of the identity headers with `_` for `-`, which some app servers read as the same
+# header (CGI's HTTP_X_AUTH_REQUEST_USER): Traefik deletes every header it is told the auth
+# answer may carry, so listing them removes a client's forged ones. (nginx drops headers with
+# `_` by default.)
+UNDERSCORED_IDENTITY_HEADERS = tuple(
+    spelled
+    for header in IDENTITY_HEADERS
+    for spelled in sorted(
+        "".join(part + sep for part, sep in zip(header.split("-"), (*seps, ""), strict=True))
+        for seps in itertools.product("-_", repeat=header.count("-"))
+    )
+    if spelled != header
+)
 # What the router sends the portal: only the credentials it decides on.
 AUTH_REQUEST_HEADERS = ("Cookie", "Authorization", "Accept")
 
@@ -160,7 +174,7 @@ def _forward_auth(endpoint: EndpointSpec, auth: AuthSpec) -> dict[str, Any]:
             "forwardAuth": {
                 "address": f"{auth.auth_url(endpoint)}?mode=redirect",
                 "authRequestHeaders": list(AUTH_REQUEST_HEADERS),
-                "authResponseHeaders": list(AUTH_RESPONSE_HEADERS),
+                "authResponseHeaders": [*AUTH_RESPONSE_HEADERS, *UNDERSCORED_IDENTITY_HEADERS],
                 "trustForwardHeader": False,
                 # The handshake's last redirect is a path on the endpoint's own host; by
                 # default Traefik would prefix it with the auth server's address.
@@ -232,8 +246,9 @@ class GatewayApi:
 
 class IngressNginx:
     """Per endpoint: an Ingress for its own host with external-auth annotations. A 401 from
-    auth-url sends the browser to auth-signin (the portal's handshake) with `rd`; the auth cache
-    is keyed by the host and every credential the request carries."""
+    auth-url sends the browser to auth-signin (the portal's handshake) with `rd`. No auth
+    cache: the portal's answers are `no-store` (nginx would obey), and a cached answer would
+    outlive an endpoint's expiry and swallow the sign-in code on its way back."""
 
     name = "ingress-nginx"
 
@@ -243,8 +258,6 @@ class IngressNginx:
             f"{prefix}auth-url": auth.auth_url(endpoint),
             f"{prefix}auth-signin": auth.signin_url(endpoint),
             f"{prefix}auth-response-headers": ",".join(AUTH_RESPONSE_HEADERS),
-            f"{prefix}auth-cache-key": "$host$http_authorization$http_cookie",
-            f"{prefix}auth-cache-duration": "200 401 403 10s",
             f"{prefix}proxy-read-timeout": "3600",
             f"{prefix}proxy-body-size": "0",
         }

@@ -121,3 +121,23 @@ def job_pods(cluster, job):
     return cluster.list(
         "v1", "Pod", namespace=job.tenant.namespace, labels={"volcano.sh/job-name": job.name}
     )
+
+
+def opened_endpoint(browser, endpoint):
+    """The endpoint cookie a browser signed in to the portal (`browser`, a test client) ends
+    with, through forward-auth's sign-in redirect, the portal's hand-off and the code's
+    return with the state cookie the redirect set."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from jobs.forward_auth import decide
+
+    first = decide(endpoint.pk, uri="/", redirect=True, accept="text/html")
+    state = first.headers["Set-Cookie"].split(";", 1)[0]
+    start = urlsplit(first.headers["Location"])
+    back = browser.get(f"{start.path}?{start.query}")
+    code = parse_qs(urlsplit(back["Location"]).query)["gpp_code"][0]
+    landed = decide(
+        endpoint.pk, uri=f"/?gpp_code={code}", cookie=state, redirect=True, accept="text/html"
+    )
+    assert landed.status == 302, landed.body
+    return landed.headers["Set-Cookie"].split(";", 1)[0]

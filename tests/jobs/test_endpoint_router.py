@@ -97,6 +97,8 @@ def handshake(client, endpoint, user, path="/lab?x=1", session=None):
 
     first = client.get(endpoint.host, path, Accept="text/html")
     assert first.status_code == 302
+    state = set_cookie(first)  # the browser keeps it for the endpoint's host
+    assert state.startswith("gpp-state=")
     start = first.headers["Location"]
     back = requests.get(
         start,
@@ -108,9 +110,16 @@ def handshake(client, endpoint, user, path="/lab?x=1", session=None):
         return None, (first, back)
     target = urlsplit(back.headers["Location"])
     assert target.netloc == f"{endpoint.host}:{client.port}"  # only this endpoint's own host
-    landed = client.get(endpoint.host, f"{target.path}?{target.query}", Accept="text/html")
-    name, _, rest = landed.headers["Set-Cookie"].partition("=")
-    return f"{name}={rest.split(';', 1)[0]}", (first, back, landed)
+    landed = client.get(
+        endpoint.host, f"{target.path}?{target.query}", Accept="text/html", Cookie=state
+    )
+    return set_cookie(landed), (first, back, landed)
+
+
+def set_cookie(response):
+    """The cookie an answer sets, as a browser sends it back."""
+    name, _, rest = response.headers["Set-Cookie"].partition("=")
+    return f"{name}={rest.split(';', 1)[0]}"
 
 
 def echoed(response):
@@ -126,17 +135,17 @@ def test_a_browser_signs_in_through_the_portal_and_the_app_sees_only_its_identit
     endpoint = launch(cluster, upstream, team["tenant"], team["bob"], "hs")
     served(routing, endpoint, ApiToken.issue(team["bob"], "t")[1])
     cookie, (first, back, landed) = handshake(routing, endpoint, team["bob"])
-    assert first.headers["Location"] == (
-        f"{routing_portal()}/auth/endpoint/{endpoint.pk}/start?next=%2Flab%3Fx%3D1"
+    assert first.headers["Location"].startswith(
+        f"{routing_portal()}/auth/endpoint/{endpoint.pk}/start?next=%2Flab%3Fx%3D1&state="
     )
     assert landed.status_code == 302
     assert landed.headers["Location"] == "/lab?x=1"
-    set_cookie = landed.headers["Set-Cookie"]
+    issued = landed.headers["Set-Cookie"]
     assert cookie.startswith("gpp-endpoint=")
-    assert "HttpOnly" in set_cookie
-    assert "SameSite=Lax" in set_cookie
-    assert "Path=/" in set_cookie
-    assert "Domain" not in set_cookie  # this host alone
+    assert "HttpOnly" in issued
+    assert "SameSite=Lax" in issued
+    assert "Path=/" in issued
+    assert "Domain" not in issued  # this host alone
 
     sent = f"{cookie}; app=1; sessionid=stolen; csrftoken=stolen"
     path, headers = echoed(routing.get(endpoint.host, "/lab?x=1", Cookie=sent))
@@ -147,11 +156,67 @@ def test_a_browser_signs_in_through_the_portal_and_the_app_sees_only_its_identit
     assert "authorization" not in headers
 
     # The code was for one use: replaying it gets nothing.
+    returned = urlsplit(back.headers["Location"])
     replay = routing.get(
-        endpoint.host,
-        urlsplit(back.headers["Location"]).path + "?" + urlsplit(back.headers["Location"]).query,
+        endpoint.host, f"{returned.path}?{returned.query}", Cookie=set_cookie(first)
     )
     assert replay.status_code == 403
+
+
+def test_a_sign_in_link_made_for_one_browser_signs_no_other_in(cluster, team, upstream, routing):
+    """Login CSRF: mallory (a member too) starts the sign-in, stops before her code is used,
+    and sends the link to bob. His browser, which never asked, is not signed in as her; nor is
+    a browser already signed in to the endpoint, whatever code it is sent."""
+    import requests
+
+    endpoint = launch(cluster, upstream, team["tenant"], team["bob"], "csrf")
+    served(routing, endpoint, ApiToken.issue(team["bob"], "t")[1])
+    mallory = team["alice"]
+
+    def code_for(user):
+        first = routing.get(endpoint.host, "/", Accept="text/html")
+        back = requests.get(
+            first.headers["Location"],
+            headers={"Cookie": f"sessionid={portal_session(user)}"},
+            allow_redirects=False,
+            timeout=30,
+        )
+        returned = urlsplit(back.headers["Location"])
+        return f"{returned.path}?{returned.query}", set_cookie(first)
+
+    link, _ = code_for(mallory)
+    fresh = routing.get(endpoint.host, "/", Accept="text/html")  # bob's own state
+    taken = routing.get(endpoint.host, link, Accept="text/html", Cookie=set_cookie(fresh))
+    assert taken.status_code == 403
+    assert "opened in another browser" in taken.text
+    assert "Set-Cookie" not in taken.headers
+
+    bobs_cookie, _ = handshake(routing, endpoint, team["bob"])
+    link, _ = code_for(mallory)
+    kept = routing.get(endpoint.host, link, Accept="text/html", Cookie=bobs_cookie)
+    assert (kept.status_code, kept.headers["Location"]) == (302, "/")  # the code dropped
+    assert "Set-Cookie" not in kept.headers
+    seen = echoed(routing.get(endpoint.host, "/", Cookie=bobs_cookie))[1]
+    assert seen["x-auth-request-user"] == "bob"
+
+
+def test_identity_headers_a_client_spells_with_underscores_never_reach_the_app(
+    cluster, team, upstream, routing
+):
+    """Some app servers read X_Auth_Request_User as X-Auth-Request-User (CGI names both
+    HTTP_X_AUTH_REQUEST_USER): a member must not pass for another that way."""
+    endpoint = launch(cluster, upstream, team["tenant"], team["bob"], "under")
+    token = ApiToken.issue(team["bob"], "t")[1]
+    served(routing, endpoint, token)
+    forged = {
+        "X_Auth_Request_User": "alice",
+        "X-Auth_Request-User": "alice",
+        "X_Auth_Request_Email": "alice@example.org",
+        "X-Auth-Request_Groups": "admins",
+    }
+    _, seen = echoed(routing.get(endpoint.host, "/", Authorization=f"Bearer {token}", **forged))
+    assert seen["x-auth-request-user"] == "bob"
+    assert not [name for name in seen if "_" in name], seen
 
 
 def routing_portal():
