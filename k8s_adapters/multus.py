@@ -76,7 +76,7 @@ def build_static_nad(spec: PoolSpec, namespace: str, tenant: str) -> dict[str, A
     """For reserved addresses: static IPAM whose address comes from the pod annotation's `ips`
     (the plugin must declare the `ips` capability)."""
     plugin = {**_plugin(spec), "capabilities": {"ips": True}, "ipam": {"type": "static"}}
-    config = {"cniVersion": "0.3.1", "name": f"{spec.network_name}-static", "plugins": [plugin]}
+    config = {"cniVersion": "0.3.1", "name": static_network_name(spec.name), "plugins": [plugin]}
     return _nad(spec.static_nad_name, namespace, tenant, spec.name, config)
 
 
@@ -86,8 +86,29 @@ NETWORK_PREFIX = "gpu-portal-"
 
 def network_name(pool: str) -> str:
     """The pool's Whereabouts network name, shared by every tenant on the pool, so all tenants
-    draw from one IPPool object and never get the same address."""
+    draw from one IPPool object and never get the same address. Also its CNI config's name,
+    which Multus's errors name."""
     return f"{NETWORK_PREFIX}{pool}"
+
+
+def static_network_name(pool: str) -> str:
+    """The CNI config name of the pool's static NAD: a dot, which no pool name holds, so it is
+    never another pool's (with `-static`, pool `a`'s was pool `a-static`'s)."""
+    return f"{NETWORK_PREFIX}{pool}.static"
+
+
+def pool_of_network(name: str) -> str:
+    """The pool a network named in Multus's errors belongs to: its CNI config's name (or, as
+    other tools say it, its NAD's), or ""."""
+    for prefix, suffix in (
+        (NETWORK_PREFIX, ".static"),
+        (NETWORK_PREFIX, ""),
+        ("static-pool-", ""),
+        ("pool-", ""),
+    ):
+        if name.startswith(prefix) and name.endswith(suffix):
+            return name[len(prefix) : len(name) - len(suffix)]
+    return ""
 
 
 @dataclass(frozen=True)

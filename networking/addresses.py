@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from core.cluster import get_cluster
 from k8s_adapters.errors import K8sError
 from k8s_adapters.labels import JOB
-from k8s_adapters.multus import SANDBOX_FAILED, PodNetworks, pod_networks
+from k8s_adapters.multus import SANDBOX_FAILED, PodNetworks, pod_networks, pool_of_network
 
 from .models import IPPool
 
@@ -29,12 +29,9 @@ class JobAddresses:
     unavailable: str = ""  # why the cluster could not be asked
 
 
-def _pool_of(nad_name: str) -> IPPool | None:
-    candidates = {nad_name.removeprefix("pool-"), nad_name.removeprefix("static-pool-")}
-    for pool in IPPool.objects.filter(name__in=candidates):
-        if nad_name in (pool.nad_name, pool.static_nad_name):
-            return pool
-    return None
+def _pool_of(network: str) -> IPPool | None:
+    name = pool_of_network(network)
+    return IPPool.objects.filter(name=name).first() if name else None
 
 
 def explain(found: PodNetworks, pool_of=_pool_of) -> str:

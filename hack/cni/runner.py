@@ -279,11 +279,12 @@ class Runner:
         log.info("ADD %s: %s", ref(pod), statuses)
 
     def add(self, pod: dict, attachment: Attachment) -> dict:
-        """ADD, its error worded as Multus words it (the portal reads the network's name)."""
+        """ADD, its error worded as Multus words it: naming the network by its CNI config's
+        `name` (not the NetworkAttachmentDefinition's)."""
         try:
             return self.call("ADD", pod, attachment)
         except PluginError as exc:
-            name = attachment.network.split("/", 1)[1]
+            name = json.loads(attachment.stdin).get("name", "")
             raise PluginError(
                 f"[{ref(pod)}/{pod['metadata']['uid']}:{name}]: error adding container to "
                 f'network "{name}": {exc}'

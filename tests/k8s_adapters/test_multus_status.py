@@ -3,11 +3,14 @@ sandbox failure the kubelet records while a pod has none."""
 
 import json
 
+import pytest
+
 from k8s_adapters.multus import (
     InterfaceAddresses,
     PodNetworks,
     network_status,
     pod_networks,
+    pool_of_network,
     release_operations,
     whereabouts_reservation_name,
 )
@@ -76,3 +79,18 @@ def test_reservation_names_follow_whereabouts():
     assert whereabouts_reservation_name("net", "10.0.0.5") == "net-10.0.0.5"
     assert whereabouts_reservation_name("net", "fd00::") == "net-fd00--0"
     assert whereabouts_reservation_name("net", "fd00::12") == "net-fd00--12"
+
+
+@pytest.mark.parametrize(
+    ("network", "pool"),
+    [
+        ("gpu-portal-fabric", "fabric"),  # how Multus names it: the CNI config's name
+        ("gpu-portal-fabric.static", "fabric"),
+        ("gpu-portal-fabric-static", "fabric-static"),  # another pool, not fabric's static one
+        ("pool-fabric", "fabric"),  # the NetworkAttachmentDefinitions' names
+        ("static-pool-fabric", "fabric"),
+        ("macvlan-conf", ""),
+    ],
+)
+def test_a_network_named_in_multus_errors_leads_to_its_pool(network, pool):
+    assert pool_of_network(network) == pool
