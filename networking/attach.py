@@ -8,7 +8,7 @@ from k8s_adapters.multus import network_selection
 
 from .choices import Purpose
 from .models import IPPool
-from .services import lock_for_reservations, reserve_address
+from .services import lock_for_reservations, reserve_address, reuse_pinned
 from .tasks import apply_networks
 from .whereabouts import allocated_now
 
@@ -66,13 +66,15 @@ def attach(job, networks, pools, *, actor):
         interface = f"net{i + 1}"
         entry = {"name": pool.nad_name, "interface": interface}
         if request.get("static_ip"):
-            reservation = reserve_address(
+            pinned = bool(request.get("pinned"))
+            reused = pinned and reuse_pinned(pool, tenant=job.tenant, owner=job.owner, job=job)
+            reservation = reused or reserve_address(
                 pool,
                 tenant=job.tenant,
                 owner=job.owner,
                 actor=actor,
                 job=job,
-                pinned=bool(request.get("pinned")),
+                pinned=pinned,
             )
             entry = {
                 "name": pool.static_nad_name,

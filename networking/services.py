@@ -368,6 +368,22 @@ def release_address(reservation: IPReservation, *, actor: Any) -> None:
     _reconcile(reservation.pool)
 
 
+def reuse_pinned(pool: IPPool, *, tenant: Tenant, owner: Any, job: Any) -> IPReservation | None:
+    """A pinned address of this owner in this tenant on the pool that no queued or running job
+    holds, now the job's: what `pinned` promises (a dev box keeps its address from one run to
+    the next). None when there is none; the oldest first."""
+    _locked(pool)  # reservations of the pool take turns
+    pinned = pool.reservations.filter(tenant=tenant, owner=owner, pinned=True).select_related(
+        "job__tenant"
+    )
+    for reservation in pinned.order_by("created_at"):
+        if not any(check(reservation) for check in release_blockers):
+            reservation.job = job
+            reservation.save(update_fields=["job"])
+            return reservation
+    return None
+
+
 def release_reservation(reservation: IPReservation, *, actor: Any) -> None:
     """A platform admin's release of a reserved address, refused while the job it was reserved
     for may still hold it: Whereabouts would hand it to the next pod beside the job's own. The

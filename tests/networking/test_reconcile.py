@@ -155,6 +155,18 @@ def test_a_pinned_address_outlives_its_job(
     kept = IPReservation.objects.get()
     assert (kept.ip, kept.job, kept.pinned) == ("10.77.0.10", None, True)
 
+    # the next run of the dev box keeps it; another running beside it gets one of its own
+    with django_capture_on_commit_callbacks(execute=True):
+        again, _ = job_services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="devbox"
+        )
+        beside, _ = job_services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name="devbox-2"
+        )
+    assert IPReservation.objects.get(job=again).ip == "10.77.0.10"
+    assert IPReservation.objects.get(job=beside).ip == "10.77.0.11"
+    assert IPReservation.objects.count() == 2
+
 
 def test_whereabouts_allocations_show_in_utilization_and_conflicts_are_flagged_and_fixed(
     cluster, team, pool, admin, django_capture_on_commit_callbacks
