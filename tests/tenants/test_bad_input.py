@@ -35,6 +35,12 @@ def test_invalid_slugs_are_refused_with_what_to_fix(admin_user, slug):
     )
 
 
+@pytest.mark.parametrize("slug", ["a-ep7-b", "vision-ep12"])
+def test_slugs_named_like_endpoints_are_refused(admin_user, slug):
+    """Traefik's Middleware `tenant-a-ep7-b`/`ep9-c-web` would be tenant a's `ep7-b-ep9-...`."""
+    assert "how the portal names endpoints" in refused(admin_user, slug=slug)["slug"][0]
+
+
 @pytest.mark.parametrize(
     ("field", "value", "fragment"),
     [
