@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 import yaml
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from core.validators import DNS1123_SUBDOMAIN as DNS_SUBDOMAIN
@@ -385,6 +386,12 @@ def _tasks(errors: Errors, items: Any) -> tuple[Task, ...]:
         runtime = _text(errors, f"{path}.runtime_class", item.get("runtime_class")) or "nvidia"
         if not DNS_SUBDOMAIN.match(runtime) or len(runtime) > 253:
             errors.add(f"{path}.runtime_class", "Name a RuntimeClass, for example 'nvidia'.")
+        elif runtime not in settings.RUNTIME_CLASSES:
+            errors.add(
+                f"{path}.runtime_class",
+                f"Jobs here run under {', '.join(settings.RUNTIME_CLASSES)}, not '{runtime}' "
+                "(platform admins choose the RuntimeClasses jobs may use).",
+            )
         if name in seen:
             errors.add(f"{path}.name", f"Task '{name}' appears twice.", "duplicate")
         seen.add(name)

@@ -268,6 +268,9 @@ CELERY_BEAT_SCHEDULE["all-jobs"] = {
     "options": {"expires": RESYNC_INTERVAL},
 }
 
+# The RuntimeClasses jobs may name (a GPU task runs under one). Others are refused at launch:
+# a class's scheduling rules and handler are the cluster's, made for some pods, not all.
+RUNTIME_CLASSES = env.list("RUNTIME_CLASSES", default=["nvidia"])
 # Where Volcano runs: the collector reads its scheduler's configuration ConfigMap there.
 VOLCANO_NAMESPACE = env.str("VOLCANO_NAMESPACE", default="volcano-system")
 

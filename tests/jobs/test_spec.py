@@ -306,3 +306,15 @@ def test_generated_names_are_valid_job_names_whatever_the_template_is_named():
     for template in ("7b-sft", "a" * 50, "x" * 39 + "-y", "gpu-portal-demo", "ep1-web"):
         for name in (generate_name(template), generate_name(template, "preview")):
             specs.validate_job_name(name)
+
+
+def test_only_the_runtime_classes_admins_offer_are_taken(settings):
+    """A RuntimeClass brings its own node selector, tolerations and handler: one meant for the
+    cluster's own pods would place a job where it should not run."""
+    spec = base(tasks=[{"name": "main", "gpus": 1, "runtime_class": "kata-infra"}])
+    assert errors_of(spec)["tasks[0].runtime_class"] == [
+        "Jobs here run under nvidia, not 'kata-infra' (platform admins choose the "
+        "RuntimeClasses jobs may use)."
+    ]
+    settings.RUNTIME_CLASSES = ["nvidia", "kata-infra"]
+    assert specs.parse(spec).tasks[0].runtime_class == "kata-infra"
