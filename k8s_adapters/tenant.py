@@ -1,5 +1,6 @@
 """Pure builders for a tenant's objects: Namespace, ResourceQuota, LimitRange, Volcano Queue."""
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,8 @@ class TenantSpec:
     reclaimable: bool = True
     parent_queue: str | None = None
     router_namespace: str = ""  # where the endpoint router runs: admitted to tenant pods
+    egress_deny: tuple[str, ...] = ()  # address ranges job pods may not reach
+    egress_namespaces: tuple[str, ...] = ()  # other namespaces job pods may reach
 
 
 def _labels(spec: TenantSpec) -> dict[str, str]:
@@ -59,16 +62,23 @@ def build_namespace(spec: TenantSpec) -> dict:
 
 def build_network_policy(spec: TenantSpec) -> dict[str, Any]:
     """Tenant pods accept traffic from their own namespace and the endpoint router only; other
-    tenants' pods cannot reach them. Ports a job exposes directly get a policy of their own."""
+    tenants' pods cannot reach them. Ports a job exposes directly get a policy of their own.
+    They reach their own namespace, DNS, the namespaces an admin opened, and any address outside
+    the ranges an admin closed (the cloud's metadata service by default: its node credentials;
+    the cluster's pod, Service and node ranges keep them off other tenants and the nodes)."""
     sources: list[dict[str, Any]] = [{"podSelector": {}}]
     if spec.router_namespace:
-        sources.append(
-            {
-                "namespaceSelector": {
-                    "matchLabels": {"kubernetes.io/metadata.name": spec.router_namespace}
-                }
-            }
-        )
+        sources.append(_namespace(spec.router_namespace))
+    egress: list[dict[str, Any]] = [
+        {"to": [{"podSelector": {}}]},
+        {
+            "to": [{"namespaceSelector": {}}],
+            "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+        },
+    ]
+    if spec.egress_namespaces:
+        egress.append({"to": [_namespace(n) for n in spec.egress_namespaces]})
+    egress.append({"to": [_outside(everything, spec.egress_deny) for everything in EVERYWHERE]})
     return {
         "apiVersion": NETWORK_POLICY[0],
         "kind": NETWORK_POLICY[1],
@@ -77,8 +87,30 @@ def build_network_policy(spec: TenantSpec) -> dict[str, Any]:
             "namespace": spec.namespace,
             "labels": _labels(spec),
         },
-        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": sources}]},
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": sources}],
+            "egress": egress,
+        },
     }
+
+
+EVERYWHERE = ("0.0.0.0/0", "::/0")
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
+
+
+def _outside(everything: str, deny: tuple[str, ...]) -> dict[str, Any]:
+    """Every address of a family but the closed ranges of that family."""
+    family = ipaddress.ip_network(everything).version
+    closed = [c for c in deny if ipaddress.ip_network(c, strict=False).version == family]
+    block: dict[str, Any] = {"cidr": everything}
+    if closed:
+        block["except"] = closed
+    return {"ipBlock": block}
 
 
 def build_resource_quota(spec: TenantSpec) -> dict:

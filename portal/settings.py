@@ -4,6 +4,7 @@ Secrets may also come from a file named by `<NAME>_FILE` (a mounted Kubernetes S
 Bad values raise ImproperlyConfigured at start-up.
 """
 
+import ipaddress
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -303,6 +304,20 @@ ROUTING_INGRESS_CLASS = env.str("ROUTING_INGRESS_CLASS", default="nginx")
 # (tenant NetworkPolicies admit traffic from it).
 ROUTING_GATEWAY = env.str("ROUTING_GATEWAY", default="gpu-portal-router/gpu-portal")
 ROUTER_NAMESPACE = env.str("ROUTER_NAMESPACE", default="gpu-portal-router")
+# Address ranges job pods may not reach (egress of tenant namespaces): the cloud's metadata
+# service by default, which hands out the node's credentials. Add the cluster's pod, Service
+# and node ranges to keep jobs off other tenants' pods, the nodes and the API server. Their
+# own namespace, DNS and TENANT_EGRESS_NAMESPACES (a shared object store, say) stay open.
+TENANT_EGRESS_DENY = env.list(
+    "TENANT_EGRESS_DENY", default=["169.254.169.254/32", "fd00:ec2::254/128"]
+)
+TENANT_EGRESS_NAMESPACES = env.list("TENANT_EGRESS_NAMESPACES", default=[])
+try:
+    TENANT_EGRESS_DENY = [str(ipaddress.ip_network(c.strip())) for c in TENANT_EGRESS_DENY]
+except ValueError as exc:
+    raise ImproperlyConfigured(
+        f"TENANT_EGRESS_DENY holds address ranges such as 10.0.0.0/8 ({exc})."
+    ) from exc
 # The portal as the router reaches it (inside the cluster), for forward-auth.
 PORTAL_INTERNAL_URL = env.str("PORTAL_INTERNAL_URL", default=PORTAL_URL)
 # Per-process caches of endpoints, users and tokens behind forward-auth: a revoked membership,

@@ -215,6 +215,8 @@ class Tenant(Reconciled):
             reclaimable=self.queue_reclaimable,
             parent_queue=self.parent_queue or None,
             router_namespace=settings.ROUTER_NAMESPACE,
+            egress_deny=tuple(settings.TENANT_EGRESS_DENY),
+            egress_namespaces=tuple(settings.TENANT_EGRESS_NAMESPACES),
         )
 
     @property

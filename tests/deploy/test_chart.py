@@ -252,3 +252,17 @@ def test_an_http_route_attached_to_no_gateway_is_refused(helm_path):
     assert "httpRoute.parentRefs names the Gateway" in refused(
         helm_path, **{"httpRoute.enabled": True}
     )
+
+
+def test_the_charts_job_limits_reach_the_portal_as_it_reads_them(helm_path):
+    """What job pods may reach and which RuntimeClasses they may name, from values.yaml to the
+    settings a portal process reads from the ConfigMap."""
+    from tests.processes import settings_under
+
+    data = named(render(helm_path), "ConfigMap", "-config")["data"]
+    names = ["TENANT_EGRESS_DENY", "TENANT_EGRESS_NAMESPACES", "RUNTIME_CLASSES"]
+    assert settings_under(names, **{n: data[n] for n in names}) == [
+        ["169.254.169.254/32", "fd00:ec2::254/128"],
+        [],
+        ["nvidia"],
+    ]

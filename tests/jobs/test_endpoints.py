@@ -437,6 +437,13 @@ def test_tenant_namespaces_are_isolated_and_job_pods_hold_no_api_credentials(
             ]
         }
     ]
+    # ... and reach neither the cloud's metadata service (the node's credentials) nor any
+    # range an admin closed; their namespace and DNS stay open. (Applied here, enforced by
+    # the cluster's CNI: the test bed runs none that enforces NetworkPolicies.)
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    outside = policy["spec"]["egress"][-1]["to"]
+    assert outside[0]["ipBlock"] == {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}
+    assert outside[1]["ipBlock"] == {"cidr": "::/0", "except": ["fd00:ec2::254/128"]}
     vcjob = cluster.get("batch.volcano.sh/v1alpha1", "Job", "nb", ns)
     pod = vcjob["spec"]["tasks"][0]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False

@@ -20,6 +20,8 @@ SPEC = TenantSpec(
     guarantee_gpus=4,
     reclaimable=False,
     router_namespace="gpu-portal-router",
+    egress_deny=("169.254.169.254/32", "10.0.0.0/8", "fd00:ec2::254/128"),
+    egress_namespaces=("object-store",),
 )
 
 
@@ -49,7 +51,7 @@ def test_a_tenant_is_a_namespace_quota_limit_range_isolation_policy_and_queue():
         },
         "spec": {
             "podSelector": {},
-            "policyTypes": ["Ingress"],
+            "policyTypes": ["Ingress", "Egress"],
             "ingress": [
                 {
                     "from": [
@@ -61,6 +63,33 @@ def test_a_tenant_is_a_namespace_quota_limit_range_isolation_policy_and_queue():
                         },
                     ]
                 }
+            ],
+            "egress": [
+                {"to": [{"podSelector": {}}]},  # its own namespace
+                {  # DNS, wherever the cluster runs it
+                    "to": [{"namespaceSelector": {}}],
+                    "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+                },
+                {
+                    "to": [
+                        {
+                            "namespaceSelector": {
+                                "matchLabels": {"kubernetes.io/metadata.name": "object-store"}
+                            }
+                        }
+                    ]
+                },
+                {  # anywhere else, but the metadata service and the ranges an admin closed
+                    "to": [
+                        {
+                            "ipBlock": {
+                                "cidr": "0.0.0.0/0",
+                                "except": ["169.254.169.254/32", "10.0.0.0/8"],
+                            }
+                        },
+                        {"ipBlock": {"cidr": "::/0", "except": ["fd00:ec2::254/128"]}},
+                    ]
+                },
             ],
         },
     }
