@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.response import Response
@@ -33,6 +34,7 @@ def issue_token(user, name, days):
     return ApiToken.issue(user, name, timezone.now() + timedelta(days=days))
 
 
+@never_cache  # shows a new token once: never from the browser's cache or history
 @login_required
 def profile(request):
     # Ids of their own: both forms have a name field.
@@ -74,7 +76,9 @@ def delete_key(request, key_id):
 @login_required
 @require_POST
 def revoke_token(request, token_id):
-    ApiToken.objects.filter(user=request.user, pk=token_id).update(revoked_at=timezone.now())
+    ApiToken.objects.filter(user=request.user, pk=token_id, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
     return redirect("profile")
 
 
@@ -156,5 +160,7 @@ class TokenViewSet(
             {**TokenSerializer(token).data, "token": raw}, status=status.HTTP_201_CREATED
         )
 
-    def perform_destroy(self, token):
-        ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    def perform_destroy(self, token):  # revoked once: a second revoke keeps the first time
+        ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )

@@ -1,7 +1,7 @@
 """The portal's own answers where Django would give a bare one: an unknown API path (JSON, in
 the API's error body), a stale form's failed CSRF check, and a POST-only address visited."""
 
-from django.http import JsonResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.views import defaults
 
@@ -14,6 +14,11 @@ def not_found(request, exception):
     if _api(request):
         return JsonResponse({"detail": "Not found.", "code": "not_found"}, status=404)
     return defaults.page_not_found(request, exception)
+
+
+def not_offered(request, *args, **kwargs):
+    """A page a library brings that the portal does not offer: as one that does not exist."""
+    raise Http404
 
 
 def csrf_failure(request, reason=""):

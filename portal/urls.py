@@ -1,5 +1,6 @@
+from allauth.account.decorators import secure_admin_login
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
@@ -10,7 +11,10 @@ from networking import api as networking_api
 from tenants import api as tenants_api
 from tenants import views as tenants_views
 
-from . import console, health
+from . import console, errors, health
+
+# Django's admin signs in through the portal's sign-in (its rate limits, SSO, PASSWORD_LOGIN).
+admin.site.login = secure_admin_login(admin.site.login)
 
 router = DefaultRouter()
 router.register("tenants", tenants_api.TenantViewSet, basename="tenant")
@@ -52,6 +56,14 @@ urlpatterns = [
     path("profile/keys/<int:key_id>/delete/", profile.delete_key, name="profile-key-delete"),
     path(
         "profile/tokens/<int:token_id>/revoke/", profile.revoke_token, name="profile-token-revoke"
+    ),
+    # allauth's pages the portal does not offer: a password for an SSO user (it would outlive
+    # the identity provider's say: its MFA, its disabling of the person, its groups), password
+    # reset and e-mail addresses (the portal sends no mail; the address job apps are told is
+    # the identity provider's), codes by mail or phone, and linking other accounts.
+    re_path(
+        r"^accounts/(password/(set|reset)/|email/|confirm-email/|3rdparty/$|login/code/|phone/)",
+        errors.not_offered,
     ),
     path("accounts/", include("allauth.urls")),
     path("api/v1/", include(router.urls)),

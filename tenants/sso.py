@@ -30,8 +30,11 @@ def groups_from_claims(extra_data, claim):
     """The groups claim from the userinfo response and the ID token, merged."""
     groups = set()
     for source in ("userinfo", "id_token"):
-        value = (extra_data.get(source) or {}).get(claim) or []
-        groups.update([value] if isinstance(value, str) else value)
+        found = extra_data.get(source)
+        value = (found.get(claim) if isinstance(found, dict) else None) or []
+        values = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        # Only names count: a provider sending numbers, objects or nulls grants nothing by them
+        groups.update(v for v in values if isinstance(v, str))
     return sorted(groups)
 
 

@@ -39,6 +39,16 @@ def test_groups_come_from_userinfo_and_id_token_merged():
     assert groups_from_claims(extra, "groups") == ["a", "b", "c"]
 
 
+@pytest.mark.parametrize(
+    "claim", [7, {"name": "gpu-portal:vision:admin"}, [None, 3, {"x": 1}, "gpu-portal:a:viewer"]]
+)
+def test_groups_that_are_not_names_grant_nothing_and_never_fail_a_sign_in(claim):
+    found = groups_from_claims(
+        {"userinfo": {"groups": claim}, "id_token": "not a mapping"}, "groups"
+    )
+    assert found == (["gpu-portal:a:viewer"] if isinstance(claim, list) else [])
+
+
 def test_a_single_group_string_counts_as_one_group():
     assert groups_from_claims({"id_token": {"roles": "a"}}, "roles") == ["a"]
 
