@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from core.cluster import get_cluster
 from k8s_adapters.errors import K8sError
 from k8s_adapters.labels import JOB
-from k8s_adapters.multus import SANDBOX_FAILED, PodNetworks, pod_networks, pool_of_network
+from k8s_adapters.multus import (
+    SANDBOX_FAILED,
+    PodNetworks,
+    network_status,
+    pod_networks,
+    pool_of_network,
+)
 
 from .models import IPPool
 
@@ -67,9 +73,11 @@ def jobs_addresses(jobs) -> dict[int, JobAddresses]:
         try:
             cluster = get_cluster()
             pods = cluster.list("v1", "Pod", namespace=namespace, labels={JOB: set(pks)})
+            # Why a pod has no address is in its Events: read only while one has none (a
+            # running job's page, polled every few seconds, reads its pods alone).
             events = (
                 cluster.list("v1", "Event", namespace=namespace, fields={"reason": SANDBOX_FAILED})
-                if pods
+                if any(not network_status(pod) for pod in pods)
                 else []
             )
         except K8sError as exc:
