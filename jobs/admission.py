@@ -15,8 +15,9 @@ from django.utils import timezone
 from core.reconcile import enqueue_all
 from tenants.models import Tenant
 
-from .choices import FINISHED, HOLDING, JobState
+from .choices import FINISHED, JobState
 from .models import DataVolume, Job
+from .models.job import HOLDS_QUOTA
 
 # The workspaces of jobs submitted or prepared ahead and not yet deleted (by the portal, or
 # outside it once the job finished).
@@ -27,7 +28,7 @@ _WORKSPACES = {
     "workspace_gib": Sum("storage_gib", filter=_WITH_CLAIMS),
     "workspaces": Count("id", filter=_WITH_CLAIMS),
 }
-_HOLDING = Q(state__in=HOLDING)
+_HOLDING = HOLDS_QUOTA
 # What the jobs holding quota hold: what admission and a queued job's reasons compare.
 _HELD = {
     "gpus": Sum("gpus", filter=_HOLDING),
@@ -58,7 +59,7 @@ def admit_locked(tenant, *, arriving=None):
         per_owner = dict(holders.annotate(g=Sum("gpus")).values_list("owner", "g"))
     last = [arriving] if arriving is not None else []
     queue = last if totals["waiting"] == 0 else itertools.chain(_queue(tenant), last)
-    admitted, waiting, blocked = [], [], False
+    admitted, waiting, capped, blocked = [], [], set(), False
     for job in queue:
         if blocked and len(waiting) >= tenant.max_running_jobs:
             break  # no more are admitted, nor get their volumes ahead
@@ -78,13 +79,17 @@ def admit_locked(tenant, *, arriving=None):
         cap = tenant.member_gpu_cap
         if cap is not None and per_owner.get(job.owner_id, 0) + job.gpus > cap:
             waiting.append(job)  # this member is at their cap; teammates' jobs may still go
+            capped.add(id(job))
             continue
         admitted.append(job)
         used, running = used + job.gpus, running + 1
         cpu, memory = cpu + job.cpu_millicores, memory + job.memory_mib
         storage, pvcs = storage + disk, pvcs + claims
         per_owner[job.owner_id] = per_owner.get(job.owner_id, 0) + job.gpus
-    ahead = volumes_ahead(tenant, waiting, storage, pvcs)
+    # Jobs waiting for their owner's cap alone get no volumes ahead: their claims would take
+    # storage a teammate's job, next in line for the tenant's quota, needs.
+    in_line = [job for job in waiting if id(job) not in capped]
+    ahead = volumes_ahead(tenant, in_line, storage, pvcs)
     now = timezone.now()
     if arriving in admitted:
         arriving.state, arriving.submitted_at = JobState.SUBMITTING, now
@@ -128,7 +133,7 @@ def volumes_ahead(tenant, waiting, storage, pvcs):
 
 @transaction.atomic
 def admit(tenant_id):
-    tenant = Tenant.objects.select_for_update().get(pk=tenant_id)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant_id)
     return admit_locked(tenant)
 
 
@@ -165,6 +170,12 @@ def quota_conflicts(tenant):
     }
     errors = {}
     waiting = Job.objects.filter(_WAITING, tenant=tenant)
+    cap = tenant.member_gpu_cap
+    if cap is not None and (largest := waiting.filter(gpus__gt=cap).first()):
+        errors["member_gpu_cap"] = (
+            f"The queued job {largest.name} asks for {_gpus(largest.gpus)}: it could never start "
+            "under this cap. Cancel it first."
+        )
     for field, (in_use, quota, words, size, scale) in limits.items():
         if quota < in_use:
             errors[field] = (
@@ -261,7 +272,9 @@ def why_queued(job):
     storage, pvcs = _with_data_volumes(tenant, totals)
     reasons = []
     if totals["jobs"] >= tenant.max_running_jobs:
-        reasons.append(f"a place among the running jobs (the tenant's limit of {totals['jobs']})")
+        reasons.append(
+            f"a place among the running jobs (the tenant's limit of {tenant.max_running_jobs})"
+        )
     free = tenant.gpu_quota - (totals["gpus"] or 0)
     if job.gpus > free:
         reasons.append(

@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, permissions, status, viewsets
+from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
@@ -131,11 +131,10 @@ class JobViewSet(
         )
 
     def perform_destroy(self, job):
-        services.delete_job(
-            job,
-            actor=self.request.user,
-            delete_data=self.request.query_params.get("delete_data") == "true",
-        )
+        delete_data = logs.FLAGS.get(self.request.query_params.get("delete_data", "false"))
+        if delete_data is None:  # `yes` kept the data without a word
+            raise serializers.ValidationError({"delete_data": ["Use true or false."]})
+        services.delete_job(job, actor=self.request.user, delete_data=delete_data)
 
     def destroy(self, request, *args, **kwargs):
         super().destroy(request, *args, **kwargs)

@@ -84,6 +84,13 @@ STORAGE_RELEASING = (
     "portal disagree (was the quota edited by hand?); a platform admin should re-sync the tenant."
 )
 
+QUOTA_BEHIND = (
+    "The tenant's ResourceQuota in the cluster allows less storage or fewer volumes than the "
+    "tenant's quota in the portal (just raised, or lowered by hand): the portal is setting it "
+    "again, and the job goes ahead then. If this lasts, a platform admin should look at the "
+    "tenant's sync status."
+)
+
 
 def explain(messages, default=WAITING_FOR_SCHEDULER):
     """The first message a rule explains, in plain words, else the first message raw, else

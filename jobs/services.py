@@ -26,7 +26,7 @@ from tenants.services import record
 
 from . import endpoints
 from . import spec as specs
-from .admission import admit_locked
+from .admission import admit, admit_locked
 from .choices import JobState
 from .models import DataVolume, Endpoint, Job, JobEvent, JobTemplate, JobTemplateVersion
 
@@ -258,7 +258,7 @@ def launch_job(
         data, name = spec_data, name or generate_name("job")
     spec = resolve(tenant, owner, name=name, data=data, data_volume=data_volume)
     with transaction.atomic():
-        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
         if tenant.is_archived:
             raise ValidationError("This tenant is archived; it cannot run jobs.")
         if data_volume is not None:  # under the tenant's lock, which its delete takes too
@@ -335,8 +335,17 @@ def _create_endpoints(job: Job, spec: JobSpec) -> list[Endpoint]:
 
 
 def relaunch_job(job: Job, *, actor: Any, name: str = "") -> tuple[Job, list[str]]:
-    """Launch the recorded spec again, exactly as it was (new name)."""
-    data = job.job_spec().to_template(job.networks)
+    """Launch the recorded spec again, exactly as it was (new name). One whose data volume was
+    deleted since is refused: without it the job would run without /data, its outputs lost."""
+    spec = job.job_spec()
+    if spec.data_volume and job.data_volume is None:
+        raise ValidationError(
+            {
+                "data_volume": f"Its data volume {spec.data_volume} was deleted; launch it from "
+                "its template with another volume, or none."
+            }
+        )
+    data = spec.to_template(job.networks)
     return launch_job(
         job.tenant,
         actor,
@@ -358,6 +367,10 @@ def cancel_job(job: Job, *, actor: Any) -> Job:
     if job.state == JobState.QUEUED:  # never reached the cluster
         job.state, job.finished_at = JobState.CANCELLED, timezone.now()
         fields += ["state", "finished_at"]
+        # it may have held the head of the queue: those behind it go now (the tenant is
+        # locked after the commit, in admission's order)
+        tenant_id = job.tenant_id
+        transaction.on_commit(lambda: admit(tenant_id))
     job.save(update_fields=fields)
     JobEvent.objects.create(job=job, kind="cancel", message=f"Cancelled by {actor.username}.")
     record(actor, "job.cancel", job, tenant=job.tenant)
@@ -372,7 +385,7 @@ def delete_job(job: Job, *, actor: Any, delete_data: bool = False) -> Job:
     if delete_data and job.data_volume_id:
         # The tenant before the job, as admission takes them (its volume's delete takes the
         # tenant): the other order could deadlock with an admission of this job meanwhile.
-        Tenant.objects.select_for_update().filter(pk=job.tenant_id).first()
+        Tenant.objects.select_for_update(no_key=True).filter(pk=job.tenant_id).first()
     job = Job.objects.select_for_update().get(pk=job.pk)
     job.delete_requested = True
     job.save(update_fields=["delete_requested"])
@@ -415,7 +428,8 @@ def _check_volume_fits(tenant: Tenant, size_gib: int, *, replacing: int = 0) -> 
 def create_data_volume(
     tenant: Tenant, *, name: str, size_gib: int, actor: Any, storage_class: str = ""
 ) -> DataVolume:
-    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)  # one creation at a time
+    # one creation at a time
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
     if tenant.is_archived:
         raise ValidationError("This tenant is archived; it cannot get new volumes.")
     taken = f"A volume named '{name}' already exists in {tenant.slug}."
@@ -454,7 +468,7 @@ def create_data_volume(
 def expand_data_volume(volume: DataVolume, *, size_gib: int, actor: Any) -> DataVolume:
     # The tenant first, then the volume: the order every writer of both takes (a delete of the
     # volume meanwhile would otherwise deadlock with this).
-    tenant = Tenant.objects.select_for_update().get(pk=volume.tenant_id)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=volume.tenant_id)
     volume = DataVolume.objects.select_for_update().get(pk=volume.pk)
     if size_gib <= volume.size_gib:
         raise ValidationError(
@@ -506,7 +520,7 @@ def _check_volume_kept(volume: DataVolume) -> None:
 def delete_data_volume(volume: DataVolume, *, actor: Any, except_job: Job | None = None) -> None:
     # Launches attach volumes with the tenant locked: a launch either comes first (and is
     # seen below) or sees this volume being deleted.
-    Tenant.objects.select_for_update().filter(pk=volume.tenant_id).first()
+    Tenant.objects.select_for_update(no_key=True).filter(pk=volume.tenant_id).first()
     # A job being deleted no longer uses it (its stopping pods keep the claim until they go).
     users = (
         Job.objects.filter(data_volume=volume, delete_requested=False)
@@ -591,7 +605,8 @@ def save_template(
             }
         )
     if tenant is not None:
-        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)  # one save at a time
+        # one save at a time
+        tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
         if tenant.is_archived:
             raise ValidationError("This tenant is archived; it cannot get new templates.")
     template, created = JobTemplate.objects.get_or_create(

@@ -13,7 +13,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.cluster import get_cluster
-from core.reconcile import Requeue, enqueue_all, nothing_waiting, once_every, reconciler
+from core.reconcile import (
+    Requeue,
+    enqueue,
+    enqueue_all,
+    nothing_waiting,
+    once_every,
+    reconciler,
+)
 from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import K8sError, PermanentK8sError, plain_words
 from k8s_adapters.events import telling_events
@@ -28,6 +35,7 @@ from k8s_adapters.routing import (
     ROUTE_KINDS,
     observed_service,
 )
+from k8s_adapters.tenant import QUOTA_NAME
 from k8s_adapters.volcano import (
     JOB_KINDS,
     QUEUE_API,
@@ -63,6 +71,7 @@ _queues = {"at": 0.0, "parents": set(), "open": {}}
 QUEUE_OPEN_FOR = 5  # seconds
 logger = logging.getLogger(__name__)
 POD_STOP_RECHECK = 2.0  # seconds between looks at a deleted job's pods while they stop
+OWN_QUOTA = re.compile(rf"exceeded quota: {re.escape(QUOTA_NAME)},")
 STORAGE_LIMIT = re.compile(r"exceeded quota: .*limited: .*requests\.storage=([0-9.]+[A-Za-z]*)")
 CLAIMS_LIMIT = re.compile(r"exceeded quota: .*limited: .*persistentvolumeclaims=([0-9]+)")
 
@@ -100,12 +109,13 @@ def reconcile_job(job):
             try:  # its claim binds as it waits
                 get_cluster().apply(build_job(job.job_spec())[:-1])
             except PermanentK8sError as refused:
-                if not _quota_lags(refused, job.tenant):
+                if not _quota_wait(refused, job):
                     raise  # submission applies them again in any case
     elif job.is_finished:  # its pods are gone: so go its endpoints' routes
         if job.volumes_ahead_at and not job.submitted_at:  # cancelled while it waited
             _remove_volumes_ahead(job)
         _ensure_endpoints(get_cluster(), job, active=False)
+        _release_quota(job)
     elif job.cancel_requested and not job.phase and _cancel_unsubmitted(job):
         return
     else:
@@ -114,6 +124,22 @@ def reconcile_job(job):
             _observe(job, status)
         if job.is_finished:  # it just finished: its routes go now
             _ensure_endpoints(get_cluster(), job, active=False)
+            _release_quota(job)
+
+
+def _release_quota(job):
+    """A finished job's quota is free once its pods no longer count in the ResourceQuota:
+    Volcano ends a job whose last retry failed while its other pods still stop, and the next
+    job admitted sooner would have its pods refused after Volcano took its gang."""
+    if job.quota_released_at or not job.submitted_at:
+        return
+    now = timezone.now()
+    held = quota_held_until(get_cluster(), job.tenant.namespace, job.name, now)
+    if held is not None:
+        raise Requeue(min(POD_STOP_RECHECK, max(0.2, (held - now).total_seconds())))
+    if Job.objects.filter(pk=job.pk, quota_released_at__isnull=True).update(quota_released_at=now):
+        job.quota_released_at = now
+        admit(job.tenant_id)
 
 
 def _cancel_unsubmitted(job):
@@ -142,17 +168,29 @@ def _cancel_unsubmitted(job):
 
 
 def _quota_lags(error, tenant):
-    """The ResourceQuota refused storage or a claim the portal counted as free, with the
-    tenant's own limit: it still counts a claim being deleted, and lets the claim in once that
-    is gone. A limit below the tenant's (the quota shrunk by hand) is a refusal, not a wait."""
-    if error.status != 403:
-        return False
+    """Why the ResourceQuota refused storage or a claim the portal's admission counted as
+    free, or "" for another refusal. The portal sets the quota from the tenant's own, so it
+    lets the claim in soon: it still counts a claim being deleted (its pods stop), or it is
+    still the lower one the tenant had before a raise (or was lowered by hand), which the
+    tenant's next run sets again."""
+    if error.status != 403 or not OWN_QUOTA.search(error.message):
+        return ""  # another refusal, or a ResourceQuota someone else made: no wait ends it
     storage = STORAGE_LIMIT.search(error.message)
     claims = CLAIMS_LIMIT.search(error.message)
     if not storage and not claims:
-        return False
-    storage_lags = not storage or to_decimal(storage.group(1)) >= tenant.storage_quota_gib * 2**30
-    return storage_lags and (not claims or int(claims.group(1)) >= tenant.pvc_quota)
+        return ""
+    below = (storage and to_decimal(storage.group(1)) < tenant.storage_quota_gib * 2**30) or (
+        claims and int(claims.group(1)) < tenant.pvc_quota
+    )
+    return pending.QUOTA_BEHIND if below else pending.STORAGE_RELEASING
+
+
+def _quota_wait(error, job):
+    """`_quota_lags` for the job's tenant, sending its tenant's run when the quota is behind."""
+    reason = _quota_lags(error, job.tenant)
+    if reason == pending.QUOTA_BEHIND:
+        enqueue("tenants.reconcile_tenant", job.tenant_id)
+    return reason
 
 
 def _remove_volumes_ahead(job):
@@ -302,9 +340,10 @@ def _submission_volumes(cluster, job, volumes):
     try:
         applied = cluster.apply(volumes)
     except PermanentK8sError as refused:
-        if not _quota_lags(refused, job.tenant):
+        reason = _quota_wait(refused, job)
+        if not reason:
             raise
-        _set(job, state=JobState.PENDING, pending_reason=pending.STORAGE_RELEASING)
+        _set(job, state=JobState.PENDING, pending_reason=reason)
         raise Requeue(_claim_recheck_seconds(job)) from refused
     cache.set(key, 1, timeout=settings.RESYNC_INTERVAL)
     return applied
@@ -488,7 +527,7 @@ def _set(job, **fields):
         text = f"{old} → {job.state}" + (f": {job.message}" if job.message else "")
         JobEvent.objects.create(job=job, kind="state", message=text)
         if old in HOLDING and job.state not in HOLDING:
-            admit(job.tenant_id)
+            enqueue("jobs.reconcile_job", job.pk)  # a run frees its quota once its pods stop
     return bool(updated)
 
 
@@ -505,7 +544,7 @@ def _delete(job):
         kinds=kinds,
         namespace=job.tenant.namespace,
     )
-    if job.state in HOLDING:
+    if job.holds_quota:
         now = timezone.now()
         held = quota_held_until(cluster, job.tenant.namespace, job.name, now)
         if held is not None:
@@ -554,8 +593,8 @@ def resync_jobs(everything=False):
     jobs are followed by the collector's watch on Volcano jobs, and a resync of them all every
     few seconds kept the workers busy in proportion to the cluster's size."""
     holding = Job.objects.holding()
-    if not everything:
-        holding = holding.filter(state__in=(JobState.SUBMITTING, JobState.PENDING))
+    if not everything:  # waiting ones, and ended ones whose pods were still stopping
+        holding = holding.filter(state__in=(JobState.SUBMITTING, JobState.PENDING, *FINISHED))
         tick = int(time.time() // settings.JOB_SYNC_INTERVAL)
         if tick % LONG_WAIT_EVERY:  # jobs that have waited long are re-read less often
             holding = holding.filter(submitted_at__gte=timezone.now() - LONG_WAIT)

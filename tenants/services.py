@@ -228,7 +228,11 @@ def current_usage(tenant: Tenant) -> dict[str, str]:
 
 def _check_not_below_usage(tenant: Tenant, before: dict[str, Any]) -> None:
     lowered = [row for row in QUOTA_CHECKS if getattr(tenant, row[0]) < before[row[0]]]
-    if not lowered:
+    cap, was = tenant.member_gpu_cap, before.get("member_gpu_cap")
+    narrowed = {row[0] for row in lowered}
+    if cap is not None and (was is None or cap < was):  # what a queued job needs may not fit
+        narrowed.add("member_gpu_cap")
+    if not narrowed:
         return
     used = current_usage(tenant)
     errors: dict[str, str] = {}
@@ -240,7 +244,7 @@ def _check_not_below_usage(tenant: Tenant, before: dict[str, Any]) -> None:
             )
     for check in quota_floors:
         for field, why in check(tenant).items():
-            if field in {row[0] for row in lowered}:
+            if field in narrowed:
                 errors.setdefault(field, why)
     if errors:
         raise ValidationError(errors)
@@ -269,7 +273,7 @@ def update_tenant(
 ) -> Tenant:
     """`seen`: what the editor showed of the changed fields (an edit page); a field another
     admin changed to something else since is refused, with what it is now."""
-    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
     if tenant.is_archived:
         raise ValidationError("This tenant is archived; it cannot be changed.")
     if seen:
@@ -327,7 +331,7 @@ def archive_blocked_by(tenant: Tenant) -> list[str]:
 
 @transaction.atomic
 def archive_tenant(tenant: Tenant, *, actor: Any) -> Tenant:
-    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
     if tenant.is_archived:
         return tenant
     blockers = archive_blocked_by(tenant)
@@ -363,7 +367,7 @@ def _membership_snapshot(membership: Membership) -> dict[str, str]:
 def _writable(tenant: Tenant) -> Tenant:
     """The tenant, locked until the transaction ends (member changes of one tenant take turns,
     so two admins demoting each other cannot both succeed); refused when archived."""
-    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
     if tenant.is_archived:
         raise ValidationError("This tenant is archived; its members cannot be changed.")
     return tenant

@@ -16,12 +16,21 @@ from ..choices import ACTIVE, FINISHED, HOLDING, JobState
 SETTLING = timedelta(seconds=10)
 
 
+# Volcano may end a job (its last retry failed, its Volcano job deleted) while its pods still
+# stop: the ResourceQuota counts them until then, so its quota is not free before.
+HOLDS_QUOTA = models.Q(state__in=HOLDING) | models.Q(
+    state__in=FINISHED, submitted_at__isnull=False, quota_released_at__isnull=True
+)
+
+
 class JobQuerySet(models.QuerySet):
     def for_user(self, user):
         return self.filter(tenant__in=Tenant.objects.for_user(user))
 
     def holding(self):
-        return self.filter(state__in=HOLDING)
+        """The jobs whose quota is taken: those the cluster holds, and those that ended while
+        their pods still count in the ResourceQuota (stopping within their grace period)."""
+        return self.filter(HOLDS_QUOTA)
 
     def active(self):
         return self.filter(state__in=ACTIVE)
@@ -77,6 +86,8 @@ class Job(Reconciled):
     # A finished job keeps its workspace claim until it is deleted; when the claim goes some
     # other way (deleted by hand, or a cluster rebuilt), its storage no longer counts.
     workspace_gone_at = models.DateTimeField(null=True, blank=True)
+    # When a finished job's pods stopped counting in the ResourceQuota: its quota is free.
+    quota_released_at = models.DateTimeField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 
@@ -96,6 +107,13 @@ class Job(Reconciled):
     @property
     def is_finished(self):
         return self.state in FINISHED
+
+    @property
+    def holds_quota(self):
+        """As `holding()` says of it."""
+        if self.state in HOLDING:
+            return True
+        return self.is_finished and self.submitted_at is not None and not self.quota_released_at
 
     @property
     def may_change(self):

@@ -94,6 +94,19 @@ def test_a_member_at_their_cap_does_not_block_teammates(
         bob_2 = launch(team, single, "bob")
         alice_1 = launch(team, single, "alice")
     assert states(bob_1, bob_2, alice_1) == ["admitted", "queued", "admitted"]
+    # waiting for bob's cap alone, bob_2 takes no storage ahead a teammate's job may need
+    assert claim(cluster, bob_2) is None
+    # and a cap it could never start under is refused while it waits
+    from django.core.exceptions import ValidationError
+
+    from tenants import services as tenant_services
+
+    with pytest.raises(ValidationError) as caught:
+        tenant_services.update_tenant(team["tenant"], actor=team["admin"], member_gpu_cap=4)
+    assert caught.value.message_dict["member_gpu_cap"] == [
+        f"The queued job {bob_2.name} asks for 8 GPUs: it could never start under this cap. "
+        "Cancel it first."
+    ]
 
 
 def claim(cluster, job):
@@ -555,3 +568,49 @@ def test_a_quota_is_not_lowered_below_what_admitted_jobs_hold_or_a_queued_job_ne
         "Admitted jobs hold 4 GPUs now: lower it once they end, or cancel some first."
     ]
     assert tenant_services.update_tenant(tenant, actor=admin, gpu_quota=4).gpu_quota == 4
+
+
+@pytest.mark.django_db
+def test_a_launch_right_after_a_storage_raise_waits_for_the_cluster_instead_of_failing(
+    cluster, team, templates, django_capture_on_commit_callbacks
+):
+    """Admission counts the new quota at once; the ResourceQuota has the old one until the
+    tenant's run sets it. The job's claim, refused meanwhile, waits (the tenant's run is sent)."""
+    from jobs import pending
+    from tenants import services as tenant_services
+
+    with django_capture_on_commit_callbacks(execute=True):
+        tenant_services.update_tenant(team["tenant"], actor=team["admin"], storage_quota_gib=50)
+    with django_capture_on_commit_callbacks(execute=False):  # the tenant's run comes later
+        tenant_services.update_tenant(team["tenant"], actor=team["admin"], storage_quota_gib=100)
+    with django_capture_on_commit_callbacks(execute=True) as sent:
+        job, _ = services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            overrides={"gpus": 1, "workspace_gib": 80},
+            name="big-disk",
+        )
+    job.refresh_from_db()
+    assert (job.state, job.pending_reason) == (JobState.PENDING, pending.QUOTA_BEHIND)
+    assert len(sent) >= 2  # the job's run, and the tenant's it sent
+    assert submitted(Job.objects.get(pk=job.pk)).state != JobState.ERROR
+    assert cluster.get(VCJOB_API, "Job", "big-disk", team["tenant"].namespace) is not None
+
+
+@pytest.mark.django_db
+def test_cancelling_the_job_at_the_head_of_the_queue_lets_the_next_in_at_once(
+    team, templates, cluster, django_capture_on_commit_callbacks
+):
+    """The queue is served in order: a big job at its head holds back a small one that fits.
+    Cancelled, it no longer does, and the small one need not wait for the next resync."""
+    single = templates["single-gpu"]
+    with django_capture_on_commit_callbacks(execute=True):
+        first, second = (launch(team, single, name=f"h{i}") for i in range(2))
+        big = launch(team, single, gpus=16, name="big")
+        small = launch(team, single, name="small")
+    assert states(first, second, big, small) == ["admitted", "admitted", "queued", "queued"]
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_job(Job.objects.get(pk=big.pk), actor=team["bob"])
+    assert states(big, small) == ["cancelled", "admitted"]

@@ -408,7 +408,40 @@ def test_an_api_server_refusal_reads_in_plain_words_with_the_details_beside(
     cluster, team, templates, client, launch
 ):
     ns = team["tenant"].namespace
-    # Someone shrank the tenant's ResourceQuota by hand, behind the portal's admission.
+    # Someone added a ResourceQuota of their own by hand, behind the portal's admission.
+    cluster.apply_one(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "hand-made", "namespace": ns},
+            "spec": {"hard": {"requests.storage": "1Gi"}},
+        }
+    )
+    wait_for(
+        lambda: (cluster.get("v1", "ResourceQuota", "hand-made", ns).get("status") or {}).get(
+            "hard"
+        ),
+        message="the quota controller to take the new quota",
+    )
+    job = launch(templates["single-gpu"], name="too-big")
+    assert job.state == "error"
+    assert job.message.startswith(
+        "The tenant's quota in the cluster refused it (asked for requests.storage="
+    )
+    assert "exceeded quota: hand-made" in job.sync_message  # the raw words, for the details
+    client.force_login(team["bob"])
+    page = client.get(f"/tenants/{team['tenant'].slug}/jobs/too-big/").content.decode()
+    assert "Details from the cluster" in page
+
+
+def test_the_portals_own_quota_shrunk_by_hand_keeps_a_job_waiting_until_it_is_set_again(
+    cluster, team, templates, client, django_capture_on_commit_callbacks
+):
+    """The tenant's run sets its ResourceQuota from the tenant's quota again; meanwhile the job
+    waits, saying why, instead of failing."""
+    from jobs import pending
+
+    ns = team["tenant"].namespace
     cluster.patch_merge(
         "v1", "ResourceQuota", "gpu-portal", {"spec": {"hard": {"requests.storage": "1Gi"}}}, ns
     )
@@ -421,15 +454,19 @@ def test_an_api_server_refusal_reads_in_plain_words_with_the_details_beside(
         ),
         message="the quota controller to take the new limit",
     )
-    job = launch(templates["single-gpu"], name="too-big")
-    assert job.state == "error"
-    assert job.message.startswith(
-        "The tenant's quota in the cluster refused it (asked for requests.storage="
-    )
-    assert "exceeded quota: gpu-portal" in job.sync_message  # the raw words, for the details
+    with django_capture_on_commit_callbacks(execute=False):
+        job = launch_as(team, "bob", templates["single-gpu"], name="waits")
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        reconcile_job(job.pk)  # the job's first run, without the tenant's it sends
+    job.refresh_from_db()
+    assert (job.state, job.pending_reason) == ("pending", pending.QUOTA_BEHIND)
     client.force_login(team["bob"])
-    page = client.get(f"/tenants/{team['tenant'].slug}/jobs/too-big/").content.decode()
-    assert "Details from the cluster" in page
+    page = client.get(f"/tenants/{team['tenant'].slug}/jobs/waits/").content.decode()
+    assert "lowered by hand" in page
+    with django_capture_on_commit_callbacks(execute=True):
+        for callback in sent:  # the tenant's run sets the quota again
+            callback()
+    assert submitted(Job.objects.get(pk=job.pk)).state != "error"
 
 
 def test_a_data_volume_larger_than_the_tenants_storage_quota_is_refused_at_creation(team):

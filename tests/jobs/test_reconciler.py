@@ -421,24 +421,25 @@ def test_a_run_waits_for_the_cluster_only_while_no_other_task_waits(queued_tasks
     assert not nothing_waiting(), "an inline run never waits: its caller does"
 
 
-QUOTA = "gpu-portal-quota"
+QUOTA = "gpu-portal"  # the tenant's own ResourceQuota
 
 
 @pytest.mark.parametrize(
-    ("limited", "lags"),
+    ("limited", "reason"),
     [
-        ("requests.storage=200Gi", True),  # the tenant's own limit: a deleted claim still counts
-        ("persistentvolumeclaims=20", True),
-        ("persistentvolumeclaims=20,requests.storage=200Gi", True),
-        ("requests.storage=100Gi", False),  # shrunk by hand below the tenant's: a refusal
-        ("persistentvolumeclaims=10", False),
-        ("persistentvolumeclaims=20,requests.storage=100Gi", False),
-        ("requests.nvidia.com/gpu=8", False),  # not a volume's
+        ("requests.storage=200Gi", "releasing"),  # the tenant's own: a deleted claim counts
+        ("persistentvolumeclaims=20", "releasing"),
+        ("persistentvolumeclaims=20,requests.storage=200Gi", "releasing"),
+        ("requests.storage=100Gi", "behind"),  # below the tenant's: raised or edited by hand,
+        ("persistentvolumeclaims=10", "behind"),  # and set again by the tenant's next run
+        ("persistentvolumeclaims=20,requests.storage=100Gi", "behind"),
+        ("requests.nvidia.com/gpu=8", ""),  # not a volume's
     ],
 )
-def test_a_volume_refusal_at_the_tenants_own_limit_is_a_wait_and_below_it_a_refusal(limited, lags):
-    """The ResourceQuota still counts a claim being deleted that the portal counted free: its
-    claims then wait. A limit below the tenant's was edited by hand, and refuses."""
+def test_a_volume_refusal_by_the_resource_quota_is_a_wait_saying_why(limited, reason):
+    """The portal's admission counted the room free: the ResourceQuota still counts a claim
+    being deleted, or still has the tenant's old limit (the portal sets it again)."""
+    from jobs import pending
     from jobs.tasks import _quota_lags
     from k8s_adapters.errors import PermanentK8sError
     from tenants.models import Tenant
@@ -448,5 +449,9 @@ def test_a_volume_refusal_at_the_tenants_own_limit_is_a_wait_and_below_it_a_refu
         f'persistentvolumeclaims "j-workspace" is forbidden: exceeded quota: {QUOTA}, '
         f"requested: {limited}, used: {limited}, limited: {limited}"
     )
-    assert _quota_lags(PermanentK8sError(message, status=403), tenant) is lags
-    assert _quota_lags(PermanentK8sError(message, status=422), tenant) is False
+    said = {"releasing": pending.STORAGE_RELEASING, "behind": pending.QUOTA_BEHIND, "": ""}
+    assert _quota_lags(PermanentK8sError(message, status=403), tenant) == said[reason]
+    # a ResourceQuota someone else made refuses for good: no run of the portal's ends it
+    foreign = message.replace(f"exceeded quota: {QUOTA},", "exceeded quota: hand-made,")
+    assert _quota_lags(PermanentK8sError(foreign, status=403), tenant) == ""
+    assert _quota_lags(PermanentK8sError(message, status=422), tenant) == ""

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 from django.core.exceptions import ValidationError
+from rest_framework.test import APIClient
 
 from jobs import services, tasks
 from jobs.choices import JobState
@@ -293,6 +294,76 @@ def test_a_deleted_job_holds_its_quota_until_its_pods_have_stopped(
     assert time.monotonic() - deleted_at >= 5  # its pod stopped for seconds, not at once
     second = settle(submitted(Job.objects.get(pk=second.pk)), JobState.RUNNING)
     assert second.counts["running"] == 1
+
+
+def test_a_job_that_ended_while_its_pods_stop_holds_its_quota_until_they_have(
+    cluster, team, templates, launch, django_capture_on_commit_callbacks
+):
+    """Volcano may end a job while its pods still stop: its last retry failed (RestartJob says
+    Failed at once while it kills the other pods), or its Volcano job was deleted by hand, as
+    here. The ResourceQuota counts a stopping pod: the next job admitted sooner would have
+    Volcano take its gang while the ResourceQuota refused its pods, half-created."""
+    tenant = team["tenant"]
+    with django_capture_on_commit_callbacks(execute=True):
+        tenant_services.update_tenant(tenant, actor=team["admin"], gpu_quota=1)
+    saving = {"command": "sh -c \"trap 'sleep 6' TERM; python train.py\""}
+    first = launch(templates["single-gpu"], name="ending", overrides=saving)
+    first = settle(first, JobState.RUNNING)
+    with django_capture_on_commit_callbacks(execute=True):
+        second, _ = services.launch_job(
+            tenant,
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            name="after-it",
+        )
+    assert Job.objects.get(pk=second.pk).state == JobState.QUEUED
+    cluster.delete(VCJOB_API, "Job", first.name, tenant.namespace)  # someone's kubectl delete
+    ended_at = time.monotonic()
+    while time.monotonic() < ended_at + 30:
+        reconcile_job(first.pk)  # what the worker's requeue does every few seconds
+        first.refresh_from_db()
+        if first.quota_released_at:
+            break
+        assert Job.objects.get(pk=second.pk).state == JobState.QUEUED
+        time.sleep(0.5)
+    assert first.state == JobState.FAILED
+    assert "deleted outside the portal" in first.message
+    assert time.monotonic() - ended_at >= 5  # its pod stopped for seconds, not at once
+    second = settle(submitted(Job.objects.get(pk=second.pk)), JobState.RUNNING)
+    assert second.counts["running"] == 1
+
+
+def test_a_job_whose_data_volume_was_deleted_is_not_relaunched_without_it(
+    cluster, team, templates, launch, django_capture_on_commit_callbacks
+):
+    """Relaunched without /data, it would read nothing and write its outputs to a disk that
+    goes with it."""
+    with django_capture_on_commit_callbacks(execute=True):
+        volume = services.create_data_volume(
+            team["tenant"], name="corpus", size_gib=10, actor=team["bob"]
+        )
+    job = launch(templates["single-gpu"], name="reads", overrides=exits(0), data_volume=volume)
+    job = settle(job, JobState.SUCCEEDED, timeout=60)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.delete_data_volume(volume, actor=team["bob"])
+    job.refresh_from_db()
+    assert job.data_volume is None
+    with pytest.raises(ValidationError) as caught:
+        services.relaunch_job(job, actor=team["bob"])
+    assert caught.value.message_dict["data_volume"] == [
+        "Its data volume corpus was deleted; launch it from its template with another volume, "
+        "or none."
+    ]
+    assert not Job.objects.exclude(pk=job.pk).filter(tenant=team["tenant"]).exists()
+
+    api = APIClient()  # nor is `delete_data=yes` (or any word but true/false) taken as no
+    api.force_login(team["bob"])
+    url = f"/api/v1/tenants/{team['tenant'].slug}/jobs/{job.name}/"
+    refused = api.delete(f"{url}?delete_data=yes")
+    assert refused.status_code == 400
+    assert refused.json()["errors"]["delete_data"][0]["message"] == "Use true or false."
+    assert Job.objects.filter(pk=job.pk, delete_requested=False).exists()
 
 
 def test_a_job_follows_volcano_within_seconds_without_waiting_for_the_resync(
