@@ -3,6 +3,7 @@ import unicodedata
 from allauth.account.adapter import DefaultAccountAdapter
 from allauth.account.utils import user_username
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
+from allauth.socialaccount.models import SocialAccount
 
 
 class AccountAdapter(DefaultAccountAdapter):
@@ -11,6 +12,15 @@ class AccountAdapter(DefaultAccountAdapter):
 
     def is_open_for_signup(self, request):
         return False  # local accounts are made by platform admins; people arrive through SSO
+
+    def authenticate(self, request, **credentials):
+        """Who signs in through the identity provider signs in there alone: a local password
+        (set before the portal stopped offering one) would go past its MFA, its disabling of
+        the person and its groups. Refused as any wrong password is."""
+        user = super().authenticate(request, **credentials)
+        if user is not None and SocialAccount.objects.filter(user=user).exists():
+            return None
+        return user
 
     def _get_login_attempts_cache_key(self, request, **credentials):
         """Failed sign-ins counted per account name, as the database compares names: allauth

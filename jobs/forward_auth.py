@@ -391,7 +391,8 @@ def decide(
     if code:
         if user is None:
             return _redeem(facts, code, target, state=cookies.state, redirect=redirect)
-        if redirect:  # signed in already: a code (someone else's, maybe) changes nothing
+        cache.delete(f"endpoint-code:{code}")  # signed in already: it changes nothing, and
+        if redirect:  # goes, not left usable in the app's URL (and logs) under ingress-nginx
             return Answer(302, {"Location": target})
     if user is None:
         if redirect and browser:

@@ -66,9 +66,10 @@ def pool_jobs_description(pool: Any, tenants: list[Tenant] | None) -> list[str]:
 
 
 def reservation_job_description(reservation: Any) -> list[str]:
-    """For an admin's release of a reserved address: the job it is reserved for, until it ends."""
+    """For an admin's release of a reserved address, or its reuse by the next job: the job it
+    is reserved for, until its pods are gone (a job may end while its pod still stops)."""
     job = reservation.job
-    if job is None or job.is_finished:
+    if job is None or not (job.state == JobState.QUEUED or job.holds_quota):
         return []
     return [f"job {job.tenant.slug}/{job.name} ({job.state})"]
 
@@ -196,7 +197,9 @@ def template_version(
 def generate_name(prefix: str, suffix: str = "") -> str:
     """A job name from a template's (or a job's) name: a valid one however that name starts
     (a template may be named '7b-sft'; a job's name starts with a letter) and however long."""
-    stem = prefix if prefix[:1].isalpha() and not meets_portal_object(prefix) else f"job-{prefix}"
+    stem = prefix if prefix[:1].isalpha() else f"job-{prefix}"
+    if meets_portal_object(f"{stem[:40].rstrip('-')}-"):  # `ep12-...`: named like the portal's
+        stem = f"job-{stem}"
     return f"{stem[:40].rstrip('-')}-{suffix or secrets.token_hex(3)}"
 
 

@@ -383,13 +383,15 @@ def _tasks(errors: Errors, items: Any) -> tuple[Task, ...]:
                 "A GPU product is a node label value such as 'NVIDIA-H100-80GB-HBM3' (letters, "
                 "digits, '-', '_', '.', at most 63).",
             )
-        runtime = _text(errors, f"{path}.runtime_class", item.get("runtime_class")) or "nvidia"
+        gpus = _int(errors, f"{path}.gpus", item.get("gpus", 0), 0, MAX_GPUS_PER_REPLICA)
+        offered = settings.RUNTIME_CLASSES or ["nvidia"]
+        runtime = _text(errors, f"{path}.runtime_class", item.get("runtime_class")) or offered[0]
         if not DNS_SUBDOMAIN.match(runtime) or len(runtime) > 253:
             errors.add(f"{path}.runtime_class", "Name a RuntimeClass, for example 'nvidia'.")
-        elif runtime not in settings.RUNTIME_CLASSES:
+        elif gpus and runtime not in offered:  # only GPU tasks run under one
             errors.add(
                 f"{path}.runtime_class",
-                f"Jobs here run under {', '.join(settings.RUNTIME_CLASSES)}, not '{runtime}' "
+                f"Jobs here run under {', '.join(offered)}, not '{runtime}' "
                 "(platform admins choose the RuntimeClasses jobs may use).",
             )
         if name in seen:
@@ -399,7 +401,7 @@ def _tasks(errors: Errors, items: Any) -> tuple[Task, ...]:
             Task(
                 name=name,
                 replicas=_int(errors, f"{path}.replicas", item.get("replicas", 1), 1, MAX_REPLICAS),
-                gpus=_int(errors, f"{path}.gpus", item.get("gpus", 0), 0, MAX_GPUS_PER_REPLICA),
+                gpus=gpus,
                 cpu=_quantity(errors, f"{path}.cpu", item.get("cpu", "4")),
                 memory=_quantity(errors, f"{path}.memory", item.get("memory", "16Gi")),
                 shm=_quantity(errors, f"{path}.shm", item.get("shm", "8Gi")),

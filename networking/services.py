@@ -191,6 +191,9 @@ def _check_tenants_left(pool: IPPool, kept: set[int]) -> None:
     gone = list(pool.tenants.exclude(pk__in=kept))
     if not gone:
         return
+    # Launches hold the pool (FOR KEY SHARE) until their job is saved: wait for those, as a
+    # deletion does, so a job saved meanwhile is seen below.
+    _locked(pool, delete=True)
     blockers = [item for check in delete_blockers for item in check(pool, gone)]
     for r in pool.reservations.filter(tenant__in=gone).select_related("owner", "tenant"):
         blockers.append(f"{r.ip} reserved for {r.owner.username} in {r.tenant.slug}")

@@ -5,6 +5,7 @@ Bad values raise ImproperlyConfigured at start-up.
 """
 
 import ipaddress
+import re
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -311,13 +312,24 @@ ROUTER_NAMESPACE = env.str("ROUTER_NAMESPACE", default="gpu-portal-router")
 TENANT_EGRESS_DENY = env.list(
     "TENANT_EGRESS_DENY", default=["169.254.169.254/32", "fd00:ec2::254/128"]
 )
-TENANT_EGRESS_NAMESPACES = env.list("TENANT_EGRESS_NAMESPACES", default=[])
+TENANT_EGRESS_NAMESPACES = [n.strip() for n in env.list("TENANT_EGRESS_NAMESPACES", default=[])]
 try:
-    TENANT_EGRESS_DENY = [str(ipaddress.ip_network(c.strip())) for c in TENANT_EGRESS_DENY]
+    _closed = [ipaddress.ip_network(c.strip()) for c in TENANT_EGRESS_DENY]
 except ValueError as exc:
     raise ImproperlyConfigured(
         f"TENANT_EGRESS_DENY holds address ranges such as 10.0.0.0/8 ({exc})."
     ) from exc
+if any(net.prefixlen == 0 for net in _closed):  # NetworkPolicy takes a part of all, not all
+    raise ImproperlyConfigured(
+        "TENANT_EGRESS_DENY closes ranges within all addresses; to close all of them, list "
+        "their halves (0.0.0.0/1 and 128.0.0.0/1)."
+    )
+TENANT_EGRESS_DENY = [str(net) for net in _closed]
+_bad = [
+    n for n in TENANT_EGRESS_NAMESPACES if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n)
+]
+if _bad:
+    raise ImproperlyConfigured(f"TENANT_EGRESS_NAMESPACES names namespaces; not {', '.join(_bad)}.")
 # The portal as the router reaches it (inside the cluster), for forward-auth.
 PORTAL_INTERNAL_URL = env.str("PORTAL_INTERNAL_URL", default=PORTAL_URL)
 # Per-process caches of endpoints, users and tokens behind forward-auth: a revoked membership,

@@ -1,6 +1,7 @@
 """Writes to tenants and memberships: validated, atomic, audited, reconciled after commit."""
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -252,11 +253,27 @@ def _check_not_below_usage(tenant: Tenant, before: dict[str, Any]) -> None:
 
 # -- tenants ----------------------------------------------------------------------------------
 
+# Traefik names a Middleware `<namespace>-<name>` across namespaces, and endpoint objects are
+# named `ep<id>-...`: tenant `a-ep7-b`'s objects could take the name of one of tenant `a`'s.
+# (Checked when a tenant is made: one made before keeps its slug, which never changes.)
+_ENDPOINT_LIKE = re.compile(r"-ep[0-9]+(-|$)")
+
+
+def _check_slug_unlike_endpoints(tenant: Tenant) -> None:
+    if _ENDPOINT_LIKE.search(tenant.slug):
+        raise ValidationError(
+            {
+                "slug": "A part 'ep' and a number (like '-ep7-') is how the portal names "
+                "endpoints; choose a name without one."
+            }
+        )
+
 
 @transaction.atomic
 def create_tenant(*, actor: Any, **fields: Any) -> Tenant:
     tenant = Tenant(**fields)
     tenant.full_clean()
+    _check_slug_unlike_endpoints(tenant)
     _check_names_are_ours(tenant)
     _check_parent_queue(tenant)
     _check_guarantees(tenant)

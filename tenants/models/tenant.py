@@ -1,5 +1,3 @@
-import re
-
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -13,19 +11,9 @@ from k8s_adapters.tenant import TenantSpec
 from .. import constants as c
 from ..choices import Role, TenantState
 
-# Traefik names a Middleware `<namespace>-<name>` across namespaces, and endpoint objects are
-# named `ep<id>-...`: tenant `a-ep7-b`'s objects could take the name of one of tenant `a`'s.
-_ENDPOINT_LIKE = re.compile(r"-ep[0-9]+(-|$)")
-
 
 def _slug(value):
     validate_dns1123_label(value, max_length=c.SLUG_MAX_LENGTH)
-    if _ENDPOINT_LIKE.search(value):
-        raise ValidationError(
-            "A part 'ep' and a number (like '-ep7-') is how the portal names endpoints; "
-            "choose a name without one.",
-            code="reserved",
-        )
 
 
 class TenantQuerySet(models.QuerySet):

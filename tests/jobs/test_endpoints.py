@@ -788,3 +788,21 @@ def test_a_code_made_just_before_the_endpoint_expired_opens_nothing_after(
         answer = decide(jupyter.pk, uri=f"/?gpp_code={code}")
     assert answer.status == 403
     assert "expired" in answer.body
+
+
+def test_a_code_sent_to_a_browser_signed_in_already_is_used_up(client, settings, team, notebook):
+    """Ignored there (the browser keeps its own sign-in), it is not left usable in the app's
+    URL and logs: under ingress-nginx codes are bound to the endpoint alone."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from jobs.forward_auth import decide
+    from tests.jobs.conftest import opened_endpoint
+
+    settings.ROUTING_DRIVER = "ingress-nginx"
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    client.force_login(team["bob"])
+    cookie = opened_endpoint(client, jupyter)
+    start = client.get(f"/auth/endpoint/{jupyter.pk}/start?rd=https://{jupyter.host}/")
+    code = parse_qs(urlsplit(start["Location"]).query)["gpp_code"][0]
+    assert decide(jupyter.pk, uri=f"/?gpp_code={code}", cookie=cookie).status == 200
+    assert decide(jupyter.pk, uri=f"/?gpp_code={code}").status == 403  # used up

@@ -303,7 +303,7 @@ def test_an_override_of_a_task_the_template_does_not_have_is_an_error_not_droppe
 def test_generated_names_are_valid_job_names_whatever_the_template_is_named():
     from jobs.services import generate_name
 
-    for template in ("7b-sft", "a" * 50, "x" * 39 + "-y", "gpu-portal-demo", "ep1-web"):
+    for template in ("7b-sft", "a" * 50, "x" * 39 + "-y", "gpu-portal-demo", "ep1-web", "ep12"):
         for name in (generate_name(template), generate_name(template, "preview")):
             specs.validate_job_name(name)
 
@@ -318,3 +318,8 @@ def test_only_the_runtime_classes_admins_offer_are_taken(settings):
     ]
     settings.RUNTIME_CLASSES = ["nvidia", "kata-infra"]
     assert specs.parse(spec).tasks[0].runtime_class == "kata-infra"
+    # a cluster whose GPU class is another: tasks naming none get it; CPU tasks run under none
+    settings.RUNTIME_CLASSES = ["nvidia-cdi"]
+    assert specs.parse(base()).tasks[0].runtime_class == "nvidia-cdi"
+    cpu_only = base(tasks=[{"name": "prep", "gpus": 0, "runtime_class": "nvidia"}])
+    assert specs.parse(cpu_only).tasks[0].gpus == 0

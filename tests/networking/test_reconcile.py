@@ -484,3 +484,41 @@ def test_a_fixed_address_whereabouts_gave_away_first_keeps_its_job_waiting(
     cluster.delete(WHEREABOUTS_API, "IPPool", pool.whereabouts_name, "kube-system")  # released
     reconcile_job(job.pk)
     submitted(job)
+
+
+def test_a_pinned_address_is_not_reused_while_its_last_pod_still_stops(
+    cluster, team, pool, templates, django_capture_on_commit_callbacks
+):
+    """Volcano may end a job while its pod still stops (here its Volcano job was deleted by
+    hand): the next job taking that pinned address would share it on the wire meanwhile."""
+    from jobs.choices import JobState
+    from jobs.tasks import reconcile_job
+    from tests.jobs.conftest import settle
+
+    data = {
+        **templates["single-gpu"].spec,
+        "command": "sh -c \"trap 'sleep 6' TERM; python train.py\"",
+        "networks": [{"pool": pool.name, "static_ip": True, "pinned": True}],
+    }
+
+    def launch(name):
+        with django_capture_on_commit_callbacks(execute=True):
+            job, _ = job_services.launch_job(
+                team["tenant"], team["bob"], actor=team["bob"], spec_data=data, name=name
+            )
+        return job
+
+    first = settle(submitted(launch("box")), JobState.RUNNING)
+    cluster.delete(VCJOB_API, "Job", "box", team["tenant"].namespace)
+    first = settle(first, JobState.FAILED)
+    assert first.quota_released_at is None  # its pod still stops
+    beside = launch("box-2")
+    assert IPReservation.objects.get(job=beside).ip == "10.77.0.11"
+    wait_for(
+        lambda: reconcile_job(first.pk) or Job.objects.get(pk=first.pk).quota_released_at,
+        timeout=30,
+        interval=0.5,
+        message="the ended job's pod to stop",
+    )
+    again = launch("box-3")
+    assert IPReservation.objects.get(job=again).ip == "10.77.0.10"

@@ -45,6 +45,16 @@ def test_an_sso_user_gets_no_local_password(client):
     )
 
 
+def test_an_sso_user_with_a_password_from_before_signs_in_through_sso_alone(client):
+    """One set while the portal still offered it: not a way past the identity provider."""
+    user = sso_user()
+    user.set_password("set-before-2026")
+    user.save()
+    answer = client.post("/accounts/login/", {"login": "sam", "password": "set-before-2026"})
+    assert answer.status_code == 200  # the form again
+    assert "_auth_user_id" not in client.session
+
+
 def test_the_pages_sign_in_needs_are_still_there(client):
     assert client.get("/accounts/login/").status_code == 200
     # where an SSO sign-in whose username is taken picks another: not behind the 404s

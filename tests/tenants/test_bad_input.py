@@ -41,6 +41,12 @@ def test_slugs_named_like_endpoints_are_refused(admin_user, slug):
     assert "how the portal names endpoints" in refused(admin_user, slug=slug)["slug"][0]
 
 
+def test_a_tenant_made_before_with_such_a_name_can_still_be_changed(admin_user):
+    made_before = Tenant.objects.create(slug="nlp-ep1", display_name="NLP")
+    services.update_tenant(made_before, actor=admin_user, gpu_quota=2)
+    assert Tenant.objects.get(slug="nlp-ep1").gpu_quota == 2
+
+
 @pytest.mark.parametrize(
     ("field", "value", "fragment"),
     [
