@@ -30,6 +30,9 @@ class TokenForm(forms.Form):
     days = forms.IntegerField(min_value=1, max_value=365, initial=90, label="Expires in (days)")
 
 
+NEW_TOKEN_SLOT = "new-api-token"  # noqa: S105  (a session key: where a new token waits)
+
+
 def issue_token(user, name, days):
     return ApiToken.issue(user, name, timezone.now() + timedelta(days=days))
 
@@ -40,7 +43,6 @@ def profile(request):
     # Ids of their own: both forms have a name field.
     key_form = SSHKeyForm(request.POST if "add_key" in request.POST else None, auto_id="key_%s")
     token_form = TokenForm(request.POST if "add_token" in request.POST else None)
-    new_token = None
     if key_form.is_bound and key_form.is_valid():
         try:
             key = add_ssh_key(request.user, **key_form.cleaned_data)
@@ -50,9 +52,14 @@ def profile(request):
             messages.success(request, f"SSH key {key.name} added; new jobs mount it.")
             return redirect("profile")
     if token_form.is_bound and token_form.is_valid():
-        _, new_token = issue_token(
+        _, raw = issue_token(
             request.user, token_form.cleaned_data["name"], token_form.cleaned_data["days"]
         )
+        # Shown by the page the browser is sent to, once: reloading it (or the POST's page,
+        # which the browser would send again) makes no second token.
+        request.session[NEW_TOKEN_SLOT] = raw
+        return redirect("profile")
+    new_token = request.session.pop(NEW_TOKEN_SLOT, None)
     return render(
         request,
         "accounts/profile.html",

@@ -117,6 +117,7 @@ def reconcile_job(job):
         _ensure_endpoints(get_cluster(), job, active=False)
         _release_quota(job)
     elif job.cancel_requested and not job.phase and _cancel_unsubmitted(job):
+        _release_quota(job)  # none of its pods ever ran: free at once
         return
     else:
         status = _ensure(job)
@@ -526,8 +527,8 @@ def _set(job, **fields):
     if updated and "state" in changed:
         text = f"{old} → {job.state}" + (f": {job.message}" if job.message else "")
         JobEvent.objects.create(job=job, kind="state", message=text)
-        if old in HOLDING and job.state not in HOLDING:
-            enqueue("jobs.reconcile_job", job.pk)  # a run frees its quota once its pods stop
+        # Ended: its quota is freed by a run once its pods stop (`_release_quota`), the run
+        # that wrote this or the one the collector sends when it writes a job's end.
     return bool(updated)
 
 

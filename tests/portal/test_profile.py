@@ -51,10 +51,14 @@ def test_ssh_keys_are_validated_and_private_to_their_owner(bob_client):
 def test_a_token_is_shown_once_then_works_until_revoked_in_the_browser(bob_client, client):
     bob, api = bob_client
     client.force_login(bob)
-    page = client.post("/profile/", {"add_token": "1", "name": "notebook", "days": 30})
+    page = client.post("/profile/", {"add_token": "1", "name": "notebook", "days": 30}, follow=True)
+    assert [hop[1] for hop in page.redirect_chain] == [302]  # a reload sends no second POST
     raw = page.context["new_token"]
     assert raw.startswith("gpp_")
-    assert raw not in client.get("/profile/").content.decode()
+    assert raw in page.content.decode()
+    assert page["Cache-Control"].startswith("max-age=0")  # nor is it kept in the cache
+    assert raw not in client.get("/profile/").content.decode()  # shown once
+    assert ApiToken.objects.filter(user=bob).count() == 1
     bearer = APIClient()
     bearer.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert bearer.get("/api/v1/tenants/").status_code == 200
