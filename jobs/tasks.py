@@ -134,13 +134,20 @@ def _release_quota(job):
     job admitted sooner would have its pods refused after Volcano took its gang."""
     if job.quota_released_at or not job.submitted_at:
         return
+    now = _pods_stopped(job)
+    if Job.objects.filter(pk=job.pk, quota_released_at__isnull=True).update(quota_released_at=now):
+        job.quota_released_at = now
+        admit(job.tenant_id)
+
+
+def _pods_stopped(job):
+    """Now, once the job's pods no longer count in the ResourceQuota (a stopping pod counts
+    until its grace period ends); until then the run comes back (Requeue) to look again."""
     now = timezone.now()
     held = quota_held_until(get_cluster(), job.tenant.namespace, job.name, now)
     if held is not None:
         raise Requeue(min(POD_STOP_RECHECK, max(0.2, (held - now).total_seconds())))
-    if Job.objects.filter(pk=job.pk, quota_released_at__isnull=True).update(quota_released_at=now):
-        job.quota_released_at = now
-        admit(job.tenant_id)
+    return now
 
 
 def _cancel_unsubmitted(job):
@@ -546,10 +553,7 @@ def _delete(job):
         namespace=job.tenant.namespace,
     )
     if job.holds_quota:
-        now = timezone.now()
-        held = quota_held_until(cluster, job.tenant.namespace, job.name, now)
-        if held is not None:
-            raise Requeue(min(POD_STOP_RECHECK, max(0.2, (held - now).total_seconds())))
+        _pods_stopped(job)
     tenant_id = job.tenant_id
     with transaction.atomic():
         release_for_job(job)
