@@ -256,6 +256,25 @@ def test_deleting_a_running_job_removes_its_pods(
     assert cluster.get(VCJOB_API, "Job", job.name, team["tenant"].namespace) is None
 
 
+def slow_stopper_and_next(team, templates, launch, capture, name, next_name):
+    """In a tenant of 1 GPU: a running job whose pod takes 6 s to stop (a trainer saving a
+    checkpoint on SIGTERM), and the next job, queued behind it."""
+    with capture(execute=True):
+        tenant_services.update_tenant(team["tenant"], actor=team["admin"], gpu_quota=1)
+    saving = {"command": "sh -c \"trap 'sleep 6' TERM; python train.py\""}
+    first = settle(launch(templates["single-gpu"], name=name, overrides=saving), JobState.RUNNING)
+    with capture(execute=True):
+        second, _ = services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            name=next_name,
+        )
+    assert Job.objects.get(pk=second.pk).state == JobState.QUEUED
+    return first, second
+
+
 def test_a_deleted_job_holds_its_quota_until_its_pods_have_stopped(
     cluster, team, templates, launch, django_capture_on_commit_callbacks
 ):
@@ -263,20 +282,9 @@ def test_a_deleted_job_holds_its_quota_until_its_pods_have_stopped(
     # ResourceQuota counts its pod until then. The next job admitted sooner would have Volcano
     # take its gang while the ResourceQuota refused its pods: half-created.
     tenant = team["tenant"]
-    with django_capture_on_commit_callbacks(execute=True):
-        tenant_services.update_tenant(tenant, actor=team["admin"], gpu_quota=1)
-    saving = {"command": "sh -c \"trap 'sleep 6' TERM; python train.py\""}
-    first = launch(templates["single-gpu"], name="saving", overrides=saving)
-    first = settle(first, JobState.RUNNING)
-    with django_capture_on_commit_callbacks(execute=True):
-        second, _ = services.launch_job(
-            tenant,
-            team["bob"],
-            actor=team["bob"],
-            template_version=templates["single-gpu"],
-            name="next-in-line",
-        )
-    assert Job.objects.get(pk=second.pk).state == JobState.QUEUED
+    first, second = slow_stopper_and_next(
+        team, templates, launch, django_capture_on_commit_callbacks, "saving", "next-in-line"
+    )
     with django_capture_on_commit_callbacks(execute=True):
         services.delete_job(first, actor=team["bob"])
     assert cluster.get(VCJOB_API, "Job", first.name, tenant.namespace) is None
@@ -304,20 +312,9 @@ def test_a_job_that_ended_while_its_pods_stop_holds_its_quota_until_they_have(
     here. The ResourceQuota counts a stopping pod: the next job admitted sooner would have
     Volcano take its gang while the ResourceQuota refused its pods, half-created."""
     tenant = team["tenant"]
-    with django_capture_on_commit_callbacks(execute=True):
-        tenant_services.update_tenant(tenant, actor=team["admin"], gpu_quota=1)
-    saving = {"command": "sh -c \"trap 'sleep 6' TERM; python train.py\""}
-    first = launch(templates["single-gpu"], name="ending", overrides=saving)
-    first = settle(first, JobState.RUNNING)
-    with django_capture_on_commit_callbacks(execute=True):
-        second, _ = services.launch_job(
-            tenant,
-            team["bob"],
-            actor=team["bob"],
-            template_version=templates["single-gpu"],
-            name="after-it",
-        )
-    assert Job.objects.get(pk=second.pk).state == JobState.QUEUED
+    first, second = slow_stopper_and_next(
+        team, templates, launch, django_capture_on_commit_callbacks, "ending", "after-it"
+    )
     cluster.delete(VCJOB_API, "Job", first.name, tenant.namespace)  # someone's kubectl delete
     ended_at = time.monotonic()
     while time.monotonic() < ended_at + 30:
