@@ -1,5 +1,6 @@
 import hmac
 
+from django.conf import settings
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
@@ -23,6 +24,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("This token's user is inactive.")
         now = timezone.now()
+        until = token.works_until()
+        if until is not None and now >= until:  # its own expiry is filtered above
+            raise exceptions.AuthenticationFailed(
+                f"This account signs in through SSO: its API tokens work for "
+                f"{settings.SSO_TOKEN_SIGN_IN_DAYS} days after a sign-in to the portal. Sign in "
+                "to the portal in a browser, then retry with the same token."
+            )
         if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         return token.user, token

@@ -2,6 +2,7 @@ import base64
 import binascii
 import hashlib
 import secrets
+from datetime import timedelta
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
@@ -48,6 +49,18 @@ class ApiToken(models.Model):
 
     def __str__(self):
         return f"{self.name} ({self.key_id})"
+
+    def works_until(self):
+        """When it stops working, or None: its expiry and, for an account that signs in through
+        SSO, SSO_TOKEN_SIGN_IN_DAYS after its last sign-in. The provider's groups (platform
+        admin, tenants) and its disabling of the person reach the portal only at a sign-in; a
+        token must not carry what the provider took away for the rest of its year."""
+        limits = [self.expires_at]
+        days = settings.SSO_TOKEN_SIGN_IN_DAYS
+        if days and self.user.socialaccount_set.exists():
+            signed_in = self.user.last_login or self.created_at
+            limits.append(signed_in + timedelta(days=days))
+        return min((t for t in limits if t is not None), default=None)
 
     @classmethod
     def issue(cls, user, name, expires_at=None):

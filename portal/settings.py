@@ -400,4 +400,8 @@ SSO_GROUP_PATTERN = env.str(
     default=r"^gpu-portal:(?P<tenant>[a-z0-9]([-a-z0-9]*[a-z0-9])?):(?P<role>admin|researcher|viewer)$",
 )
 SSO_PLATFORM_ADMIN_GROUP = env.str("SSO_PLATFORM_ADMIN_GROUP", default="gpu-portal:platform-admins")
+# The identity provider's groups (and its disabling of a person) reach the portal at sign-in:
+# API tokens of accounts that sign in through SSO work this many days after the last sign-in
+# (0: until they expire).
+SSO_TOKEN_SIGN_IN_DAYS = env.int("SSO_TOKEN_SIGN_IN_DAYS", default=30)
 PORTAL_ADMIN_CONTACT = env.str("PORTAL_ADMIN_CONTACT", default="your platform administrators")

@@ -98,3 +98,48 @@ def test_an_sso_name_is_kept_in_unicodes_compatibility_form():
     login = SocialLogin(user=get_user_model()())
     user = SocialAccountAdapter().populate_user(None, login, {"username": "ａlice"})
     assert user.username == "alice"
+
+
+def test_someone_in_no_tenant_is_told_whom_to_ask(client, settings):
+    settings.PORTAL_ADMIN_CONTACT = "the HPC desk (hpc@lab.example)"
+    client.force_login(sso_user())
+    page = client.get("/").content.decode()
+    assert "Ask the HPC desk (hpc@lab.example) to add you" in page
+
+
+def test_an_sso_accounts_api_tokens_work_only_while_it_signs_in(settings, client):
+    """The provider's groups and its disabling of a person reach the portal at sign-in: an SSO
+    account's token stops working SSO_TOKEN_SIGN_IN_DAYS after its last sign-in, on the API
+    and at endpoints alike, and works again after the next sign-in. Tokens of local accounts
+    keep their own expiry."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from rest_framework.test import APIClient
+
+    from accounts.models import ApiToken
+    from jobs import forward_auth
+
+    settings.SSO_TOKEN_SIGN_IN_DAYS = 30
+    sam, local = sso_user(), get_user_model().objects.create_user("lou", password="pw-lou")
+    answers = {}
+    for user in (sam, local):
+        user.last_login = timezone.now() - timedelta(days=31)
+        user.save(update_fields=["last_login"])
+        _, raw = ApiToken.issue(user, "ci")
+        api = APIClient()
+        api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        answers[user.username] = (api.get("/api/v1/tenants/"), raw)
+    refused, raw = answers["sam"]
+    assert refused.status_code == 401
+    assert "its API tokens work for 30 days after a sign-in" in refused.json()["detail"]
+    assert forward_auth.token_user(f"Bearer {raw}") is None
+    assert answers["lou"][0].status_code == 200
+    client.force_login(sam)  # signs in again (Django records it)
+    sam.refresh_from_db()
+    assert timezone.now() - sam.last_login < timedelta(minutes=1)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert api.get("/api/v1/tenants/").status_code == 200
+    forward_auth._cache.data.clear()  # a cached refusal lasts FORWARD_AUTH_CACHE_SECONDS at most
+    assert forward_auth.token_user(f"Bearer {raw}").id == sam.pk
