@@ -2,11 +2,14 @@
 {"detail": "...", "code": "...", "errors": {"field": [{"code": "...", "message": "..."}]}}."""
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.exceptions import ErrorDetail
 from rest_framework.views import exception_handler as drf_handler
+
+from .parsers import RequestTooLarge
 
 
 def _field_errors(details):
@@ -50,6 +53,8 @@ def exception_handler(exc, context):
         exc = from_django(exc)
     elif isinstance(exc, Http404):  # the same words whatever was not found (no model names)
         exc = exceptions.NotFound()
+    elif isinstance(exc, RequestDataTooBig):  # a body Django read before the parser could
+        exc = RequestTooLarge()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
     response = drf_handler(exc, context)

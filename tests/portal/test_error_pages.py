@@ -1,12 +1,14 @@
 """Where Django would answer bare (an unknown API path, a stale form, a POST-only address opened
 as a link, the API docs' assets from a CDN), the portal answers in its own words."""
 
+import io
 import re
 
 import pytest
 from django.contrib.staticfiles import finders
 from django.test import Client
 
+from portal.parsers import JSONParser, RequestTooLarge
 from tests.tenants.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -55,3 +57,26 @@ def test_the_api_docs_load_their_scripts_from_the_portal_not_a_cdn(client):
     for asset in assets:
         assert asset.startswith("/static/"), asset
         assert finders.find(asset.removeprefix("/static/")), asset
+
+
+@pytest.mark.django_db
+def test_an_api_body_larger_than_the_limit_is_refused_before_it_is_parsed(settings):
+    """DRF reads a body whole, past Django's own limit: a huge JSON document took a worker's
+    memory before any check. Now it is a 413 saying so."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    api = APIClient()
+    api.force_login(get_user_model().objects.create_user("big"))
+    spec = {"image": "x", "tasks": [{"name": "main", "gpus": 0}], "pad": "y" * 20_000}
+    answer = api.post("/api/v1/templates/", {"name": "big", "spec": spec}, format="json")
+    assert answer.status_code == 413
+    assert "larger than 10000 bytes" in answer.json()["detail"]
+    small = api.post("/api/v1/templates/", {"name": "big", "spec": {}}, format="json")
+    assert small.status_code == 403  # read, and refused for what it asks
+    # A server hands DRF the unread stream: the parser reads one byte past the limit, no more.
+    stream = io.BytesIO(b"[" * 20_000)
+    with pytest.raises(RequestTooLarge):
+        JSONParser().parse(stream, "application/json", {})
+    assert stream.tell() == 10_001
