@@ -153,9 +153,10 @@ def _unread(error: K8sError) -> HttpResponse:
 def log_response(job, pod_name, params):
     """The HTTP answer for a pod's log, for the page and the API: text, with the cursor to
     read on from (X-Log-Cursor), whether more may come (X-Log-Open) and whether more is there
-    already, for reading on at once (X-Log-More: the read was cut at its size); or, for a
-    download, the whole log as a file. A pod gone meanwhile is a 404, a refused read a 400, and
-    a cluster that does not answer a 503, each saying so."""
+    already, for reading on at once (X-Log-More: the read was cut at its size), and whether the
+    container has started (X-Log-Started); or, for a download, the whole log as a file. A pod
+    gone meanwhile is a 404, a refused read a 400, and a cluster that does not answer a 503,
+    each saying so."""
     asked = log_request(params)
     try:
         pod = find_pod(job, pod_name)
@@ -175,6 +176,7 @@ def log_response(job, pod_name, params):
             running = pod.phase in ("Pending", "Running")
             response["X-Log-Open"] = "1" if running or cut else "0"
             response["X-Log-More"] = "1" if cut else "0"
+            response["X-Log-Started"] = "1" if pod.has_started else "0"
     except K8sError as exc:
         response = _unread(exc)
     response["X-Content-Type-Options"] = "nosniff"

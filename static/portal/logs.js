@@ -1,7 +1,8 @@
 // Job logs: each <pre data-log-url> shows its pod's last lines, and reads on from where the
 // last read ended (the X-Log-Cursor header): at once while the log holds more than a read
 // (X-Log-More), and, with data-follow, every few seconds while the pod may write more
-// (X-Log-Open), more slowly while nothing comes and not while the tab is hidden.
+// (X-Log-Open), more slowly while nothing comes and not while the tab is hidden. A pod not
+// started yet (X-Log-Started: 0) is said so in place until it starts.
 // Every read is a short request: no connection is held open. Text goes in as text, never HTML.
 (function () {
   const FIRST = 2000, SLOWEST = 15000;
@@ -53,7 +54,13 @@
       } catch (err) {
         response = null;  // offline a moment: tried again below
       }
-      if (response && response.ok) {
+      if (response && response.ok && response.headers.get("X-Log-Started") === "0") {
+        // Not started yet: say so in place, and look again until it starts (or ends).
+        pre.textContent = (await response.text()).trim();
+        placeholder = true;
+        if (!follow || response.headers.get("X-Log-Open") !== "1") break;
+        wait = Math.min(SLOWEST, wait * 1.5);
+      } else if (response && response.ok) {
         const text = await response.text();
         if (text) say(text);
         else if (placeholder) {
@@ -79,7 +86,7 @@
   }
 
   document.querySelectorAll("pre[data-log-url]").forEach(function (pre) {
-    if (pre.textContent.trim() === "") show(pre).catch(function (err) {
+    show(pre).catch(function (err) {
       pre.textContent = "The log could not be read: " + err;
     });
   });

@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 import pytest
 from rest_framework.test import APIClient
 
+from jobs import services
 from jobs.choices import JobState
 from tests.helpers import wait_for
-from tests.jobs.conftest import job_pods, settle
+from tests.jobs.conftest import job_pods, settle, submitted
 
 pytestmark = pytest.mark.django_db
 
@@ -249,3 +250,38 @@ def test_the_logs_page_shows_each_pod_with_its_node_and_events(team, running):
     assert "main #0" in html
     assert "on kwok-" in html
     assert "data-follow" in html  # the viewer follows a running pod
+
+
+def test_a_pod_not_started_yet_is_followed_until_it_starts(
+    cluster, team, django_capture_on_commit_callbacks
+):
+    """The page used to fill a Pending pod's pane with 'No log yet' and never read it, even
+    once the pod ran: now it follows it, and each read says whether the container started."""
+    spec = {
+        "image": "python:3.12",
+        "command": ["python", "train.py"],
+        "tasks": [{"name": "main", "gpus": 1, "gpu_product": "NO-SUCH-GPU"}],
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = services.launch_job(
+            team["tenant"], team["bob"], actor=team["bob"], spec_data=spec, name="waiting"
+        )
+    job = submitted(job)
+    pods = wait_for(lambda: job_pods(cluster, job), timeout=60, message="the job's pod")
+    name = pods[0]["metadata"]["name"]
+    client = client_for(team["bob"])
+    base = f"/tenants/{team['tenant'].slug}/jobs/waiting"
+    page = client.get(f"{base}/logs/").content.decode()
+    pane = page.split(f'data-testid="pod-{name}"', 1)[1].split("</pre>", 1)[0]
+    assert "data-follow" in pane
+    answer = client.get(f"{base}/logs/{name}/", {"tail": "1000"})
+    assert (answer["X-Log-Started"], answer["X-Log-Open"]) == ("0", "1")
+    assert answer.content.decode() == f"[{name} is Pending: no log yet]\n"
+
+
+def test_a_started_pods_reads_say_it_started(team, running):
+    job, pod, _ = running
+    answer = client_for(team["bob"]).get(
+        f"/tenants/{team['tenant'].slug}/jobs/{job.name}/logs/{pod}/", {"tail": "10"}
+    )
+    assert answer["X-Log-Started"] == "1"
