@@ -170,7 +170,10 @@ def template_version(
     """The template version a launch in `tenant` names, for the page and the API alike: the
     tenant's own template of that name wins over a global one; the latest version unless a
     version number is given."""
-    template = JobTemplate.objects.for_tenant(tenant).filter(name=str(name))
+    name = str(name)
+    if "\x00" in name:  # PostgreSQL cannot compare it: no template is named so
+        raise ValidationError({"template": f"No template named '{name!a}' in {tenant.slug}."})
+    template = JobTemplate.objects.for_tenant(tenant).filter(name=name)
     versions = JobTemplateVersion.objects.filter(template=Subquery(template.values("pk")[:1]))
     if version not in (None, ""):
         number = whole_number(version)
@@ -181,7 +184,7 @@ def template_version(
     template = template.first()
     if template is None:
         retired = JobTemplate.objects.filter(
-            Q(tenant__isnull=True) | Q(tenant=tenant), name=str(name), retired_at__isnull=False
+            Q(tenant__isnull=True) | Q(tenant=tenant), name=name, retired_at__isnull=False
         ).exists()
         said = (
             f"The template '{name}' was retired; choose another template, or ask its owner to "

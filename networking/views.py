@@ -122,10 +122,11 @@ def release_reservation(request, name, reservation_id):
 def release_whereabouts_allocation(request, name):
     pool = _pool(request, name)
     address = request.POST.get("address", "")
+    podref = request.POST.get("podref") or None
     try:
-        services.release_allocation(
-            pool, address, actor=request.user, podref=request.POST.get("podref") or None
-        )
+        if podref is not None and "\x00" in podref:  # what the API's field refuses too
+            raise ValidationError("The pod reference holds a NUL character; copy it again.")
+        services.release_allocation(pool, address, actor=request.user, podref=podref)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:

@@ -74,7 +74,8 @@ def console_data(params):
     snapshot = store.read() or _empty()
     nodes = snapshot["nodes"]
     if params.get("product"):
-        nodes = [n for n in nodes if n["product"] == params["product"]]
+        # Nodes without a product label are counted as "unknown" in the products table.
+        nodes = [n for n in nodes if (n["product"] or "unknown") == params["product"]]
     if params.get("state") == "problem":
         nodes = [n for n in nodes if not n["ready"] or n["unschedulable"]]
     nodes = sorted(nodes, key=SORTS.get(params.get("sort", "name"), SORTS["name"]))

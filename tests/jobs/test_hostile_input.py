@@ -404,6 +404,20 @@ def test_a_template_named_in_the_launch_url_opens_its_form(client, team, templat
     assert client.get(url, {"template": "pytorch-ddp", "version": "x\x00"}).status_code == 404
 
 
+def test_nul_characters_in_names_a_page_looks_up_find_nothing(client, team, templates):
+    """PostgreSQL cannot compare NUL: a name holding one is no tenant's or template's (it was
+    a 500)."""
+    client.force_login(team["bob"])
+    slug = team["tenant"].slug
+    launch = f"/tenants/{slug}/jobs/launch/"
+    response = client.get(launch, {"template": "pytorch-ddp\x00"})
+    assert response.status_code == 404
+    assert "No template named" in response.content.decode()
+    spec = "image: python:3.12\ncommand: [python, x.py]\ntasks: [{name: main, gpus: 1}]\n"
+    data = {"scope": "lab\x00", "name": "nul", "spec": spec}
+    assert client.post("/templates/new/", data).status_code == 404
+
+
 def test_an_api_server_refusal_reads_in_plain_words_with_the_details_beside(
     cluster, team, templates, client, launch
 ):

@@ -229,3 +229,14 @@ def test_a_reservation_on_a_pool_deleted_meanwhile_is_a_404_not_a_500(team, admi
     )
     assert answer.status_code == 404
     assert answer.json()["detail"] == "The pool mgmt-a was deleted meanwhile."
+
+
+@pytest.mark.django_db
+def test_a_pod_reference_with_a_nul_is_refused_in_words(team, admin, client):
+    """The API's field refuses it; the page did not, and the audit record's write was a 500."""
+    services.create_pool(actor=admin, tenants=[team["tenant"]], **POOL)
+    client.force_login(admin)
+    url = "/network/pools/mgmt-a/allocations/release/"
+    page = client.post(url, {"address": "10.88.0.10", "podref": "ns/p\x00"}, follow=True)
+    assert page.status_code == 200
+    assert "The pod reference holds a NUL character; copy it again." in page.content.decode()

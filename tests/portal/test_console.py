@@ -518,3 +518,17 @@ def test_a_scheduler_that_does_not_keep_tenants_shares_is_diagnosed():
     assert "reclaim action" in causes
     assert "overcommit" in causes
     assert shares_not_kept([]) == []  # config not readable: no guess
+
+
+@pytest.mark.django_db
+def test_the_unknown_product_filter_shows_the_nodes_without_a_product_label(monkeypatch):
+    """The products table counts nodes without a GPU product label as "unknown", and offers
+    that as a filter: it showed no node."""
+    from portal.console import console_data
+
+    nodes = [reduce_node(node_obj("a", 8, "H100")), reduce_node(node_obj("b", 4, ""))]
+    snap = snapshot(nodes, [], [], [{"name": "nvidia"}], [])
+    assert snap["products"]["unknown"]["nodes"] == 1
+    monkeypatch.setattr(store, "read", lambda: snap)
+    assert [n["name"] for n in console_data({"product": "unknown"})["nodes"]] == ["b"]
+    assert [n["name"] for n in console_data({"product": "H100"})["nodes"]] == ["a"]
