@@ -29,3 +29,12 @@ def may_change(user, job):
     return has_role(role, Role.ADMIN) or (
         has_role(role, Role.RESEARCHER) and job.owner_id == user.pk
     )
+
+
+def may_delete_volume(user, volume):
+    """Delete a data volume: whoever created it (a researcher still) or a tenant admin. A
+    teammate's finished experiment is not one click away from anyone in the tenant."""
+    role = volume.tenant.role_of(user)
+    return has_role(role, Role.ADMIN) or (
+        has_role(role, Role.RESEARCHER) and volume.created_by_id == user.pk
+    )

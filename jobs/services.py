@@ -26,6 +26,7 @@ from tenants.services import record
 
 from . import endpoints
 from . import spec as specs
+from .access import may_delete_volume
 from .admission import admit, admit_locked
 from .choices import JobState
 from .models import DataVolume, Endpoint, Job, JobEvent, JobTemplate, JobTemplateVersion
@@ -388,6 +389,13 @@ def cancel_job(job: Job, *, actor: Any) -> Job:
 def delete_job(job: Job, *, actor: Any, delete_data: bool = False) -> Job:
     """Remove every object the job owns (by label) and then the record; the data volume is kept
     unless asked."""
+    volume = job.data_volume if delete_data else None
+    if volume is not None and not may_delete_volume(actor, volume):
+        said = (
+            f"Data volume {volume.name} is {_creator(volume)}'s: only they or a tenant admin "
+            "delete it. Delete the job and keep the volume."
+        )
+        raise ValidationError({"delete_data": [ValidationError(said, code="not_yours")]})
     if delete_data and job.data_volume_id:
         # The tenant before the job, as admission takes them (its volume's delete takes the
         # tenant): the other order could deadlock with an admission of this job meanwhile.
@@ -406,6 +414,10 @@ def delete_job(job: Job, *, actor: Any, delete_data: bool = False) -> Job:
 
 
 # -- data volumes ---------------------------------------------------------------------------
+
+
+def _creator(volume: DataVolume) -> str:
+    return volume.created_by.username if volume.created_by else "someone else"
 
 
 def _reconcile_volume(volume: DataVolume) -> None:
@@ -524,6 +536,11 @@ def _check_volume_kept(volume: DataVolume) -> None:
 
 @transaction.atomic
 def delete_data_volume(volume: DataVolume, *, actor: Any, except_job: Job | None = None) -> None:
+    if not may_delete_volume(actor, volume):
+        raise PermissionDenied(
+            f"Data volume {volume.name} is {_creator(volume)}'s: only they or an admin of "
+            f"{volume.tenant.slug} delete it."
+        )
     # Launches attach volumes with the tenant locked: a launch either comes first (and is
     # seen below) or sees this volume being deleted.
     Tenant.objects.select_for_update(no_key=True).filter(pk=volume.tenant_id).first()

@@ -4,6 +4,7 @@ import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count, Max
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -28,7 +29,8 @@ def _writable_tenants(user):
 
 @login_required
 def template_list(request):
-    templates = list(JobTemplate.objects.for_user(request.user).select_related("tenant"))
+    templates = JobTemplate.objects.for_user(request.user).select_related("tenant")
+    templates = list(templates.annotate(latest_version=Max("versions__version")))
     return render(
         request,
         "jobs/template_list.html",
@@ -113,7 +115,8 @@ def template_edit(request, template_id=None):
             "form": form,
             "template": template,
             "scopes": scopes,
-            "versions": template.versions.all() if template else [],
+            "scope": request.POST.get("scope", request.GET.get("scope", "")),  # kept on errors
+            "versions": template.versions.annotate(job_count=Count("jobs")) if template else [],
             "may_save": may_save,
             "may_change": may_change,
         },

@@ -3,22 +3,23 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Prefetch, prefetch_related_objects
+from django.db.models import Max, Prefetch, prefetch_related_objects
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
+from core.polling import polled
 from core.validators import whole_number
 from k8s_adapters.errors import K8sError
 from k8s_adapters.volcano import build_job
 from networking.addresses import job_addresses
-from tenants.access import get_tenant_for_user, require_platform_admin
+from tenants.access import get_tenant_for_user, has_role, require_platform_admin
 from tenants.choices import Role
 from tenants.views import apply_errors
 
 from . import endpoints, logs, services
-from .access import get_job_for_user, may_change
+from .access import get_job_for_user, may_change, may_delete_volume
 from .admission import free_gpus, queue_position, why_queued
 from .choices import JobState
 from .filters import filter_jobs
@@ -72,7 +73,9 @@ def manifests_yaml(objects):
 def job_list(request, slug):
     tenant = get_tenant_for_user(request.user, slug)
     jobs, filters = filter_jobs(
-        Job.objects.filter(tenant=tenant).select_related("owner", "template_version__template"),
+        Job.objects.filter(tenant=tenant).select_related(
+            "tenant", "owner", "template_version__template__tenant"
+        ),
         request.GET,
     )
     page = Paginator(jobs, 25).get_page(request.GET.get("page"))
@@ -85,6 +88,7 @@ def job_list(request, slug):
             "filters": filters,
             "states": JobState.choices,
             "free_gpus": free_gpus(tenant),
+            "may_launch": has_role(tenant.role_of(request.user), Role.RESEARCHER),
         },
     )
 
@@ -92,7 +96,8 @@ def job_list(request, slug):
 def _pickable(tenant):
     """The templates a launch in `tenant` can name: its own, and the global ones none of its
     own replaces (a launch by name takes the tenant's), each marked when it replaces one."""
-    templates = list(JobTemplate.objects.for_tenant(tenant).prefetch_related("versions"))
+    templates = JobTemplate.objects.for_tenant(tenant).select_related("tenant")
+    templates = list(templates.annotate(latest_version=Max("versions__version")))
     global_names = {t.name for t in templates if t.tenant_id is None}
     own = {t.name for t in templates if t.tenant_id is not None}
     for template in templates:
@@ -256,6 +261,7 @@ def job_detail(request, slug, name):
             "manifests": manifests_yaml(manifests),
             "manifest_count": len(manifests),
             "may_change": may_change(request.user, job),
+            "may_launch": has_role(job.tenant.role_of(request.user), Role.RESEARCHER),
         },
     )
 
@@ -299,6 +305,7 @@ def job_status(job):
     return status
 
 
+@polled
 @login_required
 def job_status_partial(request, slug, name):
     job = get_job_for_user(request.user, slug, name)
@@ -361,10 +368,18 @@ def volume_list(request, slug):
     users = Job.objects.select_related("tenant").only(
         "name", "data_volume", "tenant__slug", "tenant"
     )
-    volumes = DataVolume.objects.filter(tenant=tenant).prefetch_related(Prefetch("jobs", users))
-    return render(
-        request, "jobs/volume_list.html", {"tenant": tenant, "volumes": volumes, "form": form}
-    )
+    volumes = DataVolume.objects.filter(tenant=tenant).select_related("created_by")
+    volumes = list(volumes.prefetch_related(Prefetch("jobs", users)))
+    for volume in volumes:
+        volume.tenant = tenant  # read with the user's role
+        volume.may_delete = may_delete_volume(request.user, volume)
+    context = {
+        "tenant": tenant,
+        "volumes": volumes,
+        "form": form,
+        "may_write": has_role(tenant.role_of(request.user), Role.RESEARCHER),
+    }
+    return render(request, "jobs/volume_list.html", context)
 
 
 @login_required

@@ -6,8 +6,15 @@ from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from core.polling import polled
+
 from . import services
-from .access import get_membership_for_user, get_tenant_for_user, require_platform_admin
+from .access import (
+    get_membership_for_user,
+    get_tenant_for_user,
+    has_role,
+    require_platform_admin,
+)
 from .choices import Role
 from .filters import filter_audit
 from .forms import AddMemberForm, RoleForm, TenantForm
@@ -25,9 +32,11 @@ def apply_errors(form, exc):
 
 @login_required
 def home(request):
-    tenants = Tenant.objects.for_user(request.user).active()
+    tenants = list(Tenant.objects.for_user(request.user).active().with_role_of(request.user))
     if not tenants and not request.user.is_staff:
         return render(request, "tenants/no_tenant.html")
+    for tenant in tenants:  # viewers get no Launch link that ends in a 403
+        tenant.may_launch = has_role(tenant.role_of(request.user), Role.RESEARCHER)
     return render(request, "tenants/home.html", {"tenants": tenants})
 
 
@@ -96,6 +105,7 @@ def _detail(request, tenant, add_form, status=200):
     )
 
 
+@polled
 @login_required
 def tenant_sync(request, slug):
     tenant = get_tenant_for_user(request.user, slug)

@@ -5,7 +5,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from jobs import services
-from jobs.models import Job
+from jobs.models import DataVolume, Job
+from tenants.choices import Role
+from tenants.models import Membership
+from tests.tenants.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -150,3 +153,89 @@ def test_a_tenant_page_reads_the_tenant_and_the_callers_role_in_one_query(
         get_tenant_for_user(team["dave"], slug, role=Role.RESEARCHER)  # a viewer
     with django_assert_num_queries(1), pytest.raises(Http404):
         get_tenant_for_user(team["charlie"], slug)  # not a member
+
+
+def test_only_a_volumes_creator_or_a_tenant_admin_deletes_it(
+    team, templates, django_capture_on_commit_callbacks
+):
+    """A teammate's finished experiment is not one click away from anyone in the tenant: not
+    on the page, not in the API, not by deleting a job of one's own that used it."""
+    slug = team["tenant"].slug
+    volume = services.create_data_volume(
+        team["tenant"], name="corpus", size_gib=10, actor=team["alice"]
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        job, _ = services.launch_job(
+            team["tenant"],
+            team["bob"],
+            actor=team["bob"],
+            template_version=templates["single-gpu"],
+            name="reader",
+            data_volume=volume,
+        )
+    Job.objects.filter(pk=job.pk).update(state="succeeded")
+    bob = client_for(team["bob"])
+    page = bob.get(f"/tenants/{slug}/volumes/").content.decode()
+    assert 'name="delete"' not in page
+    assert "Expand" in page
+    assert bob.post(f"/tenants/{slug}/volumes/{volume.pk}/", {"delete": "1"}).status_code == 403
+    assert bob.delete(f"/api/v1/tenants/{slug}/volumes/{volume.pk}/").status_code == 403
+    response = bob.delete(f"/api/v1/tenants/{slug}/jobs/reader/?delete_data=true")
+    assert response.status_code == 400
+    assert "corpus is alice's: only they or a tenant admin delete it" in response.content.decode()
+    assert not Job.objects.get(pk=job.pk).delete_requested  # nothing half-done
+    assert not DataVolume.objects.get(pk=volume.pk).delete_requested
+    viewer_page = client_for(team["dave"]).get(f"/tenants/{slug}/volumes/").content.decode()
+    assert "Expand" not in viewer_page
+    assert "New data volume" not in viewer_page
+    alice = client_for(team["alice"])
+    page = alice.get(f"/tenants/{slug}/volumes/").content.decode()
+    assert "return confirm('Delete data volume corpus" in page
+    assert alice.delete(f"/api/v1/tenants/{slug}/volumes/{volume.pk}/").status_code == 204
+    assert DataVolume.objects.get(pk=volume.pk).delete_requested
+
+
+def test_viewers_are_offered_no_launch_they_would_be_refused(team, bobs_job):
+    slug = team["tenant"].slug
+    pages = ["/", f"/tenants/{slug}/jobs/", f"/tenants/{slug}/jobs/bobs/"]
+    for who, offered in [("dave", False), ("bob", True)]:
+        client = client_for(team[who])
+        for page in pages:
+            text = client.get(page).content.decode()
+            launches = f'href="/tenants/{slug}/jobs/launch/"' in text or "Relaunch" in text
+            assert launches == offered, (who, page)
+
+
+def test_a_status_panel_that_lost_its_page_reloads_it(team, bobs_job):
+    """Its polling signed out (a redirect to sign in) or after the job went (404) reloads the
+    page, which says so; htmx would swap the sign-in page into the panel, or poll for good."""
+    url = f"/tenants/{team['tenant'].slug}/jobs/bobs/status/"
+    client = client_for(team["bob"])
+    assert client.get(url, HTTP_HX_REQUEST="true").status_code == 200
+    assert "HX-Refresh" not in client.get(url, HTTP_HX_REQUEST="true")
+    client.logout()
+    response = client.get(url, HTTP_HX_REQUEST="true")
+    assert (response.status_code, response["HX-Refresh"]) == (200, "true")
+    assert response.content == b""
+    assert client.get(url).status_code == 302  # a plain request is redirected to sign in
+    outsider = client_for(team["charlie"])
+    assert outsider.get(url, HTTP_HX_REQUEST="true")["HX-Refresh"] == "true"
+    assert outsider.get(url).status_code == 404
+
+
+def test_the_job_lists_next_page_keeps_a_filter_with_a_plus(team, templates):
+    """Usernames may hold '+' (e-mail style): the page links encode the filter, or page 2 read
+    it as a space and matched nobody."""
+    eve = make_user("eve+gpu@lab.example")
+    Membership.objects.create(tenant=team["tenant"], user=eve, role=Role.RESEARCHER)
+    for i in range(26):
+        services.launch_job(
+            team["tenant"], eve, actor=eve, template_version=templates["single-gpu"], name=f"e{i}"
+        )
+    client = client_for(team["bob"])
+    url = f"/tenants/{team['tenant'].slug}/jobs/"
+    page = client.get(url, {"owner": eve.username}).content.decode()
+    assert "&owner=eve%2Bgpu%40lab.example&template=&page=2" in page
+    second = client.get(url + "?owner=eve%2Bgpu%40lab.example&page=2").content.decode()
+    assert "No jobs match" not in second
+    assert f"{url}e0/" in second  # the oldest, alone on page 2

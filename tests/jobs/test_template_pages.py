@@ -2,7 +2,9 @@
 
 import pytest
 import yaml
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from jobs.models import JobTemplate
 
@@ -120,3 +122,42 @@ def test_a_template_keeps_its_yaml_as_written_in_the_editor_and_the_api(client, 
     editor = client.get(f"/templates/{template.pk}/").content.decode()
     assert "# pinned" not in editor
     assert "image: python:3.12" in editor
+
+
+def test_a_refused_save_keeps_the_scope_chosen(client, team):
+    """The form comes back with the spec's error and the tenant picked, not the first option
+    (Global for a platform admin): fixing the spec and saving again must not publish it."""
+    client.force_login(team["admin"])
+    data = {"scope": team["tenant"].slug, "name": "scoped", "spec": "tasks: ["}
+    page = client.post("/templates/new/", data).content.decode()
+    assert f'<option value="{team["tenant"].slug}" selected>' in page
+    assert '<option value="" selected>' not in page
+    client.post("/templates/new/", {**data, "spec": SPEC})
+    assert JobTemplate.objects.get(name="scoped").tenant == team["tenant"]
+
+
+def test_template_lists_read_the_same_however_many_templates(client, team):
+    """The templates page and the launch page read each template's latest version with it,
+    not one query per template."""
+    client.force_login(team["bob"])
+    slug = team["tenant"].slug
+
+    def save(names):
+        for name in names:
+            client.post("/templates/new/", {"scope": slug, "name": name, "spec": SPEC})
+
+    def counted(url):
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        return len(queries)
+
+    pages = ["/templates/", f"/tenants/{slug}/jobs/launch/"]
+    save(["t0", "t1"])
+    few = [counted(url) for url in pages]
+    save([f"t{i}" for i in range(2, 12)])
+    for template in JobTemplate.objects.filter(tenant=team["tenant"]):
+        client.post(f"/templates/{template.pk}/", {"spec": SPEC.replace("x.py", "y.py")})
+    assert [counted(url) for url in pages] == few
+    assert client.get("/templates/").content.decode().count("<td>v2</td>") == 12
+    launch_page = client.get(pages[1]).content.decode()
+    assert launch_page.count("&amp;version=2") == 2 * 12  # the name's link and its button
