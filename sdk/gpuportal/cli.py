@@ -8,6 +8,8 @@ gpuportal jobs status NAME [--endpoints] [-o json]
 gpuportal jobs events NAME | cancel NAME | delete NAME [--delete-data]
 gpuportal endpoints extend NAME [--endpoint E] --hours 4
 gpuportal ssh NAME [--print]
+
+GPUPORTAL_TOKEN gives login its token; GPUPORTAL_TIMEOUT the seconds to wait for an answer (30).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 import requests
 import yaml
 
-from .client import Client, PortalError
+from .client import Client, JobEnded, PortalError
 from .models import VolcanoJob
 
 
@@ -37,9 +39,16 @@ def config_path() -> Path:
 
 def load_config() -> dict:
     path = config_path()
+    again = "run `gpuportal login URL` (it asks for the token, or reads GPUPORTAL_TOKEN)"
     if not path.exists():
-        sys.exit("Not logged in: run `gpuportal login URL --token TOKEN` first.")
-    return json.loads(path.read_text())
+        sys.exit(f"Not logged in: {again} first.")
+    try:
+        config = json.loads(path.read_text())
+        if not (isinstance(config, dict) and config.get("url") and config.get("token")):
+            raise ValueError("no url or token")
+    except (OSError, ValueError) as exc:
+        sys.exit(f"error: the settings in {path} cannot be used ({exc}): {again}.")
+    return config
 
 
 def save_config(data: dict):
@@ -53,7 +62,12 @@ def save_config(data: dict):
 
 
 def client(config) -> Client:
-    return Client(config["url"], config["token"])
+    """GPUPORTAL_TIMEOUT: seconds to wait for each answer (30)."""
+    try:
+        timeout = float(os.environ.get("GPUPORTAL_TIMEOUT") or 30)
+    except ValueError:
+        raise Usage("GPUPORTAL_TIMEOUT is a number of seconds, such as 60.") from None
+    return Client(config["url"], config["token"], timeout=timeout)
 
 
 def tenant_of(args, config):
@@ -280,8 +294,13 @@ def main(argv=None):
             args.func(args, load_config())
         else:
             args.func(args)
-    except (PortalError, Usage, TimeoutError) as exc:
+    except (PortalError, Usage, TimeoutError, JobEnded) as exc:
         sys.exit(f"error: {exc}")
+    except requests.ReadTimeout as exc:  # sent: the portal may have done it
+        sys.exit(
+            f"error: the portal did not answer in time ({exc.__class__.__name__}); what was asked "
+            "may still have been done: look (`gpuportal jobs list`) before trying again."
+        )
     except requests.RequestException as exc:
         sys.exit(f"error: cannot reach the portal ({exc.__class__.__name__}): {exc}")
 

@@ -23,6 +23,15 @@ class PortalError(Exception):
         super().__init__(f"{status}: {detail}" + (f" ({fields})" if fields else ""))
 
 
+class JobEnded(Exception):  # noqa: N818 (said to the user as it is)
+    """The job ended before it reached the state waited for; `job` is what the portal said."""
+
+    def __init__(self, job, state):
+        self.job = job
+        said = f": {job['message']}" if job.get("message") else ""
+        super().__init__(f"{job['name']} ended {job['state']} before it was {state}{said}")
+
+
 class Client:
     def __init__(self, url: str, token: str, *, timeout: float = 30):
         self.url = url.rstrip("/")
@@ -67,9 +76,10 @@ class Client:
 
     def submit(self, job: VolcanoJob) -> dict:
         """Create the job; returns its name, state and endpoints."""
-        return self._call(
-            "post", f"tenants/{job.queue}/jobs/", json={"name": job.name, "spec": job.spec()}
-        )
+        body = {"name": job.name, "spec": job.spec()}
+        if job.data_volume:
+            body["data_volume"] = job.data_volume
+        return self._call("post", f"tenants/{job.queue}/jobs/", json=body)
 
     def launch(self, tenant: str, template: str, *, name: str = "", **overrides) -> dict:
         """Launch from a template with the overrides it allows (gpus, image, replicas, ...)."""
@@ -95,14 +105,18 @@ class Client:
     def wait(
         self, job, state: str = "running", *, timeout: float = 600, queue=None, interval: float = 2
     ) -> dict:
-        """Poll until the job reaches `state` (or any terminal state); TimeoutError otherwise."""
+        """Poll until the job reaches `state`; JobEnded if it ends first (a job that succeeded
+        while waited for as running ran: it is returned), TimeoutError after `timeout`. A job
+        in error is retried by the portal, and still waited for."""
         deadline = time.monotonic() + timeout
         while True:
             current = self.get(job, queue)
-            if current["state"] == state:
+            if current["state"] == state or (
+                state == "running" and current["state"] == "succeeded"
+            ):
                 return current
-            if current["state"] in TERMINAL or current["state"] == "error":
-                raise PortalError(409, f"job ended {current['state']}: {current['message']}")
+            if current["state"] in TERMINAL:
+                raise JobEnded(current, state)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job is {current['state']} after {timeout}s, not {state}")
             time.sleep(interval)

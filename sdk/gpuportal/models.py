@@ -62,6 +62,7 @@ class VolcanoJob:
     working_dir: str = ""
     networks: list[dict] = field(default_factory=list)
     workspace_gib: int = 50
+    data_volume: str = ""  # a data volume of the tenant's, mounted at /data
     max_retry: int = 3
     plugins: list[str] = field(default_factory=lambda: ["svc", "env"])
     # The spec's other fields (policies, min_available, network_topology, volumes, ...), sent
@@ -69,21 +70,24 @@ class VolcanoJob:
     extra: dict = field(default_factory=dict)
 
     def spec(self) -> dict:
+        """The portal's job spec; ValueError, saying which field, for fields of the wrong kind
+        (the portal checks the rest)."""
         tasks = self.tasks or [Task("master", gpus=self.gpu)]
-        command = shlex.split(self.command) if isinstance(self.command, str) else self.command
         spec = {
             "image": self.image,
-            "command": list(command),
-            "env": dict(self.env),
+            "command": _command(self.command),
+            "env": _mapping(self.env, "env", "NAME: value"),
             "tasks": [t.to_dict() for t in tasks],
             "expose": [e.to_dict() if isinstance(e, Expose) else dict(e) for e in self.expose],
             "volumes": {"workspace_gib": self.workspace_gib},
             "max_retry": self.max_retry,
-            "plugins": list(self.plugins),
+            "plugins": _names(self.plugins, "plugins"),
         }
         if self.working_dir:
             spec["working_dir"] = self.working_dir
         if self.networks:
+            if not isinstance(self.networks, list):
+                raise ValueError("networks is a list of networks, each a mapping with a pool")
             spec["networks"] = list(self.networks)
         return {**spec, **self.extra}
 
@@ -102,7 +106,9 @@ class VolcanoJob:
         for required in ("name", "image", "queue"):
             if not data.get(required):
                 raise ValueError(f"the job needs a {required}")
-        return cls(**data)
+        job = cls(**data)
+        job.spec()  # says now what it could not turn into a spec
+        return job
 
 
 def _split(kind, data, what) -> dict:
@@ -125,3 +131,32 @@ def _known(kind, data, what) -> dict:
     if "name" not in data:
         raise ValueError(f"{what} needs a name")
     return data
+
+
+def _command(command) -> list[str]:
+    if isinstance(command, str):
+        try:
+            return shlex.split(command)
+        except ValueError as exc:  # an unclosed quote
+            raise ValueError(f"command: {exc} in {command!r:.80}") from exc
+    if command is None:
+        return []
+    if not isinstance(command, list) or not all(isinstance(a, str) for a in command):
+        raise ValueError("command is a line of text, or a list of its words as text")
+    return list(command)
+
+
+def _mapping(value, name, shape) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} is a mapping ({shape}), not {type(value).__name__}")
+    return dict(value)
+
+
+def _names(value, name) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{name} is a list of names")
+    return list(value)

@@ -7,6 +7,7 @@ import socket
 import threading
 
 import pytest
+from gpuportal import Client, JobEnded, VolcanoJob
 
 from tests.sdk.test_sdk import cli
 
@@ -90,6 +91,10 @@ def test_the_token_can_come_from_the_environment(tmp_path, sign_in_page, monkeyp
             "an exposed port has no field port",
         ),
         ("name: a\nimage: i\ncommand: [unclosed\n", "cannot read"),
+        ('name: a\nimage: i\ncommand: "python -c \'x"\n', "command: No closing quotation"),
+        ("name: a\nimage: i\ncommand: [python, 3]\n", "command is a line of text"),
+        ("name: a\nimage: i\nenv: [A=1]\n", "env is a mapping (NAME: value), not list"),
+        ("name: a\nimage: i\nplugins: svc\n", "plugins is a list of names"),
     ],
 )
 def test_a_job_file_it_cannot_use_is_said_so(tmp_path, closed_port, content, said):
@@ -120,3 +125,50 @@ def test_replicas_that_are_not_task_equals_count_are_said_so(tmp_path, closed_po
     logged_in(tmp_path, f"http://127.0.0.1:{closed_port}")
     result = cli("jobs", "launch", "ddp", "--replicas", replicas, config_home=tmp_path)
     one_line_error(result, "--replicas takes TASK=N")
+
+
+@pytest.mark.parametrize("config", ["{not json", '{"url": "http://127.0.0.1:1"}', "[]"])
+def test_settings_it_cannot_use_are_said_so_without_a_token_on_the_command_line(tmp_path, config):
+    (tmp_path / "gpuportal").mkdir()
+    (tmp_path / "gpuportal" / "config.json").write_text(config)
+    result = cli("jobs", "list", config_home=tmp_path)
+    one_line_error(result, "cannot be used", "gpuportal login URL` (it asks for the token")
+    assert "--token" not in result.stderr
+
+
+def test_a_launch_the_portal_did_not_answer_in_time_may_have_been_done(tmp_path):
+    """The launch was sent: a second one would start a second GPU job."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()  # accepts, never answers
+        logged_in(tmp_path, f"http://127.0.0.1:{listening.getsockname()[1]}")
+        result = cli("jobs", "launch", "ddp", config_home=tmp_path, env={"GPUPORTAL_TIMEOUT": "1"})
+    one_line_error(result, "did not answer in time", "may still have been done")
+
+
+def polled(client, monkeypatch, *states):
+    answers = iter({"name": "j", "state": s, "message": "exit 3" * (s == "failed")} for s in states)
+    monkeypatch.setattr(client, "get", lambda job, queue=None: next(answers))
+
+
+def test_waiting_for_running_returns_a_job_that_ran_and_succeeded_between_two_polls(monkeypatch):
+    client = Client("http://127.0.0.1:1", "gpp_x")
+    polled(client, monkeypatch, "pending", "succeeded")
+    assert client.wait("j", "running", queue="t", interval=0)["state"] == "succeeded"
+
+
+def test_waiting_goes_on_through_error_and_says_how_the_job_ended(monkeypatch):
+    """A job in error is retried by the portal (and holds its GPUs): not the end."""
+    client = Client("http://127.0.0.1:1", "gpp_x")
+    polled(client, monkeypatch, "error", "pending", "failed")
+    with pytest.raises(JobEnded, match="j ended failed before it was running: exit 3"):
+        client.wait("j", "running", queue="t", interval=0)
+
+
+def test_a_job_file_names_its_data_volume_beside_the_spec(monkeypatch):
+    job = VolcanoJob.from_dict({"name": "a", "image": "i", "queue": "t", "data_volume": "corpus"})
+    client, sent = Client("http://127.0.0.1:1", "gpp_x"), {}
+    monkeypatch.setattr(client, "_call", lambda method, path, json: sent.update(json))
+    client.submit(job)
+    assert sent["data_volume"] == "corpus"
+    assert "data_volume" not in sent["spec"]

@@ -88,8 +88,8 @@ def test_errors_carry_the_servers_field_errors(served, team, token):
     assert "registry/path/name:tag" in caught.value.errors["image"][0]["message"]
 
 
-def cli(*args, config_home):
-    env = {**os.environ, "XDG_CONFIG_HOME": str(config_home)}
+def cli(*args, config_home, env=None):
+    env = {**os.environ, "XDG_CONFIG_HOME": str(config_home), **(env or {})}
     result = subprocess.run(
         [sys.executable, "-m", "gpuportal.cli", *args],
         env=env,
