@@ -120,10 +120,15 @@ def test_migrations_run_as_a_hook_before_install_and_upgrade_and_beat_runs_once(
     assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
     for hooked in (named(manifests, "ConfigMap", "-config"), named(manifests, "Secret", "")):
         assert int(hooked["metadata"]["annotations"]["helm.sh/hook-weight"]) < 0
-    beat = named(manifests, "Deployment", "-beat")
-    assert beat["spec"]["replicas"] == 1
-    assert beat["spec"]["strategy"] == {"type": "Recreate"}
-    assert named(manifests, "Deployment", "-web")["spec"]["replicas"] == 3
+    for single in ("-beat", "-collector"):  # an upgrade never runs two side by side
+        deployment = named(manifests, "Deployment", single)
+        assert deployment["spec"]["replicas"] == 1
+        assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    web = named(manifests, "Deployment", "-web")
+    assert web["spec"]["replicas"] == 3
+    # It still answers while the router has not yet seen it stop.
+    [container] = web["spec"]["template"]["spec"]["containers"]
+    assert container["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}
 
 
 def test_web_is_probed_on_healthz_and_readyz_with_an_allowed_host(helm_path):

@@ -532,3 +532,11 @@ def test_the_unknown_product_filter_shows_the_nodes_without_a_product_label(monk
     monkeypatch.setattr(store, "read", lambda: snap)
     assert [n["name"] for n in console_data({"product": "unknown"})["nodes"]] == ["b"]
     assert [n["name"] for n in console_data({"product": "H100"})["nodes"]] == ["a"]
+
+
+def test_the_collector_stops_at_once_on_sigterm(collector):
+    """A pod's stop sends SIGTERM: the collector ends cleanly at once, where it was killed after
+    the grace period (a Python process as a container's PID 1 ignores a SIGTERM it does not
+    handle), and two collectors followed the same changes meanwhile."""
+    collector.send_signal(signal.SIGTERM)
+    assert collector.wait(timeout=10) == 0

@@ -6,6 +6,7 @@ counts (the periodic resync stays as the safety net). Runs as its own service be
 worker."""
 
 import logging
+import signal
 import threading
 import time
 
@@ -102,8 +103,14 @@ class Command(BaseCommand):
         self.stdout.write(f"collector synced in {time.monotonic() - started:.1f}s", ending="\n")
         self.stdout.flush()
         sampled = 0.0
+
+        def stopped(signum, frame):  # a pod's stop: end now, not killed after its grace period
+            stop.set()
+            changed.set()
+
+        signal.signal(signal.SIGTERM, stopped)
         try:
-            while True:
+            while not stop.is_set():
                 changed.wait(timeout=min(history_interval, PUBLISH_EVERY))
                 changed.clear()
                 try:
@@ -115,9 +122,10 @@ class Command(BaseCommand):
                     logger.exception("collector: publishing the snapshot failed; retrying")
                     changed.set()
                     time.sleep(PUBLISH_RETRY)
-                time.sleep(interval)
+                stop.wait(interval)
         except KeyboardInterrupt:
             stop.set()
+        self.stdout.write("collector stopped", ending="\n")
 
     def publish(self, informers):
         stores = {i.kind: list(i.store.values()) for i in informers}
