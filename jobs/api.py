@@ -20,8 +20,9 @@ from . import spec as specs
 from .access import get_job_for_user
 from .admission import queue_positions
 from .filters import filter_jobs
-from .models import DataVolume, Job, JobTemplate
+from .models import DataVolume, Endpoint, Job, JobTemplate
 from .serializers import (
+    BoardEndpointSerializer,
     DataVolumeSerializer,
     EndpointSerializer,
     ExtendSerializer,
@@ -29,6 +30,7 @@ from .serializers import (
     JobSerializer,
     LaunchSerializer,
     PodSerializer,
+    PreviewSerializer,
     TemplateSerializer,
     TemplateWriteSerializer,
 )
@@ -100,8 +102,8 @@ class JobViewSet(
             self.request.user, self.tenant.slug, self.kwargs["name"], write=write
         )
 
-    @extend_schema(request=LaunchSerializer, responses={201: JobSerializer})
-    def create(self, request, tenant_slug=None):
+    def _launch(self, request):
+        """What a launch's body asks for, as `services.launch_job` (and its preview) take it."""
         launch = LaunchSerializer(data=request.data)
         launch.is_valid(raise_exception=True)
         data = launch.validated_data
@@ -113,17 +115,36 @@ class JobViewSet(
             if volume is None:
                 said = f"No data volume named '{data['data_volume']}' in {self.tenant.slug}."
                 raise ValidationError({"data_volume": [said]})
-        kwargs = {"actor": request.user, "name": data.get("name", ""), "data_volume": volume}
+        asked = {"name": data.get("name", ""), "data_volume": volume}
         if data.get("spec"):
-            job, warnings = services.launch_job(
-                self.tenant, request.user, spec_data=data["spec"], **kwargs
+            return {**asked, "spec_data": data["spec"]}
+        version = services.template_version(self.tenant, data["template"], data.get("version"))
+        overrides = {k: data[k] for k in specs.OVERRIDABLE if k in data}
+        return {**asked, "template_version": version, "overrides": overrides}
+
+    @extend_schema(
+        request=LaunchSerializer,
+        responses={201: JobSerializer, 200: PreviewSerializer},
+        parameters=[
+            OpenApiParameter(
+                "dry_run",
+                OpenApiTypes.BOOL,
+                description="true: create nothing; answer what the launch would create (the "
+                "objects it would apply, its GPUs, why it might never be scheduled), as the "
+                "launch page's Preview",
             )
-        else:
-            version = services.template_version(self.tenant, data["template"], data.get("version"))
-            overrides = {k: data[k] for k in specs.OVERRIDABLE if k in data}
-            job, warnings = services.launch_job(
-                self.tenant, request.user, template_version=version, overrides=overrides, **kwargs
-            )
+        ],
+    )
+    def create(self, request, tenant_slug=None):
+        dry_run = logs.FLAGS.get(request.query_params.get("dry_run", "false"))
+        if dry_run is None:
+            raise serializers.ValidationError({"dry_run": ["Use true or false."]})
+        if dry_run:
+            previewed = services.preview_launch(self.tenant, request.user, **self._launch(request))
+            return Response(PreviewSerializer(previewed).data)
+        job, warnings = services.launch_job(
+            self.tenant, request.user, actor=request.user, **self._launch(request)
+        )
         body = JobSerializer(job).data
         body["warnings"] = warnings
         return Response(
@@ -139,6 +160,13 @@ class JobViewSet(
     def destroy(self, request, *args, **kwargs):
         super().destroy(request, *args, **kwargs)
         return Response(status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def manifests(self, request, tenant_slug=None, name=None):
+        """Everything the job owns in the cluster, as the portal applies it (its page shows
+        them)."""
+        return Response(services.job_manifests(self.get_object()))
 
     @extend_schema(request=None, responses=JobSerializer)
     @action(detail=True, methods=["post"])
@@ -297,3 +325,39 @@ class TemplateViewSet(
             self.get_object(), retired=False, actor=request.user
         )
         return Response(TemplateSerializer(template).data)
+
+
+class EndpointBoardViewSet(viewsets.GenericViewSet):
+    """Platform admins: every open endpoint expired or expiring within 24 hours, soonest first
+    (the expiry board), to extend or reclaim now."""
+
+    serializer_class = BoardEndpointSerializer
+    lookup_value_regex = ID_REGEX
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        require_platform_admin(request.user)
+
+    def get_queryset(self):
+        return Endpoint.objects.select_related("job__tenant", "job__owner")
+
+    def list(self, request):
+        expiring, expired = endpoints.expiry_board()
+        return Response(self.get_serializer([*expired, *expiring], many=True).data)
+
+    @extend_schema(request=None, responses=BoardEndpointSerializer)
+    @action(detail=True, methods=["post"])
+    def reclaim(self, request, pk=None):
+        """End it now: its route goes, its app is no longer reachable."""
+        endpoints.reclaim_now(self.get_object(), actor=request.user)
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(request=ExtendSerializer, responses=BoardEndpointSerializer)
+    @action(detail=True, methods=["post"])
+    def extend(self, request, pk=None):
+        body = ExtendSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        row = endpoints.extend(
+            self.get_object(), hours=body.validated_data["hours"], actor=request.user
+        )
+        return Response(self.get_serializer(row).data)

@@ -71,6 +71,27 @@ class EndpointSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class BoardEndpointSerializer(EndpointSerializer):
+    """An endpoint on the platform admins' expiry board: with its job, tenant and owner."""
+
+    id = serializers.IntegerField(read_only=True)
+    job = serializers.CharField(source="job.name", read_only=True)
+    tenant = serializers.CharField(source="job.tenant.slug", read_only=True)
+    owner = serializers.CharField(source="job.owner.username", read_only=True)
+
+    class Meta(EndpointSerializer.Meta):
+        fields = ["id", "tenant", "job", "owner", *EndpointSerializer.Meta.fields]
+        read_only_fields = fields
+
+
+class PreviewSerializer(serializers.Serializer):
+    objects = serializers.ListField(
+        child=serializers.DictField(), help_text="what the launch would apply, in order"
+    )
+    gpus = serializers.IntegerField()
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
 class ExtendSerializer(NoUnknownFields, serializers.Serializer):
     hours = serializers.IntegerField(min_value=1)
 

@@ -18,6 +18,7 @@ from core.reconcile import enqueue
 from core.unique import taken_is_invalid
 from core.validators import whole_number
 from k8s_adapters.names import meets_portal_object
+from k8s_adapters.volcano import build_job
 from networking import attach
 from tenants.access import has_role
 from tenants.choices import Role
@@ -238,6 +239,61 @@ def resolve(
     return spec
 
 
+def _launched_spec(
+    tenant: Tenant,
+    owner: Any,
+    template_version: JobTemplateVersion | None,
+    overrides: dict[str, Any] | None,
+    spec_data: Any,
+    name: str,
+    data_volume: DataVolume | None,
+    suffix: str = "",
+) -> tuple[Any, str, JobSpec]:
+    """(the spec's data, the job's name, the spec) a launch asks for, checked."""
+    if template_version is not None:
+        if data_volume is not None and "data_volume" not in template_version.overridable:
+            raise ValidationError(
+                {"data_volume": "This template does not allow choosing a data volume."}
+            )
+        data = specs.apply_overrides(
+            template_version.spec, overrides or {}, template_version.overridable
+        )
+        name = name or generate_name(template_version.template.name, suffix)
+    else:
+        data, name = spec_data, name or generate_name("job", suffix)
+    return data, name, resolve(tenant, owner, name=name, data=data, data_volume=data_volume)
+
+
+def preview_launch(
+    tenant: Tenant,
+    owner: Any,
+    *,
+    template_version: JobTemplateVersion | None = None,
+    overrides: dict[str, Any] | None = None,
+    spec_data: Any = None,
+    name: str = "",
+    data_volume: DataVolume | None = None,
+) -> dict[str, Any]:
+    """What a launch would create, created nowhere (the launch page's Preview and the API's):
+    the objects it would apply, its GPUs, and why it might never be scheduled. The launch's
+    checks of its spec, its quota and its exposure; not those that take locks."""
+    _, _, spec = _launched_spec(
+        tenant, owner, template_version, overrides, spec_data, name, data_volume, "preview"
+    )
+    _check_quota(tenant, owner, spec, data_volume)
+    endpoints.check_exposure(tenant, spec.ports)
+    return {
+        "objects": build_job(spec),
+        "gpus": spec.total_gpus,
+        "warnings": scheduling_warnings(spec),
+    }
+
+
+def job_manifests(job: Job) -> list[dict[str, Any]]:
+    """Everything the job owns in the cluster, as the reconciler would apply it."""
+    return [*build_job(job.job_spec()), *endpoints.objects(endpoints.specs(job))]
+
+
 def launch_job(
     tenant: Tenant,
     owner: Any,
@@ -252,18 +308,9 @@ def launch_job(
 ) -> tuple[Job, list[str]]:
     """Create a job (queued) and admit what fits. Returns (job, warnings). A relaunch gives
     the spec recorded and the template version it came from (recorded, not applied)."""
-    if template_version is not None:
-        if data_volume is not None and "data_volume" not in template_version.overridable:
-            raise ValidationError(
-                {"data_volume": "This template does not allow choosing a data volume."}
-            )
-        data = specs.apply_overrides(
-            template_version.spec, overrides or {}, template_version.overridable
-        )
-        name = name or generate_name(template_version.template.name)
-    else:
-        data, name = spec_data, name or generate_name("job")
-    spec = resolve(tenant, owner, name=name, data=data, data_volume=data_volume)
+    data, name, spec = _launched_spec(
+        tenant, owner, template_version, overrides, spec_data, name, data_volume
+    )
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
         if tenant.is_archived:

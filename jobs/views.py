@@ -12,7 +12,6 @@ from django.views.decorators.http import require_POST, require_safe
 from core.polling import polled
 from core.validators import whole_number
 from k8s_adapters.errors import K8sError
-from k8s_adapters.volcano import build_job
 from networking.addresses import job_addresses
 from tenants.access import get_tenant_for_user, has_role, require_platform_admin
 from tenants.choices import Role
@@ -53,11 +52,6 @@ def spec_errors(form, exc):
                     field in FORM_FIELDS.values() or path == "__all__" or error.code == "over_quota"
                 )
                 form.add_error(field, message if plain else f"{path}: {message}")
-
-
-def job_manifests(job):
-    """Everything the job owns in the cluster, as the reconciler would apply it."""
-    return [*build_job(job.job_spec()), *endpoints.objects(endpoints.specs(job))]
 
 
 # libyaml's emitter where PyYAML has it (its wheels do): the same text in a fifth of the time,
@@ -149,19 +143,10 @@ def launch(request, slug):
 
 
 def preview(tenant, user, version, overrides, name, volume):
-    data = services.specs.apply_overrides(version.spec, overrides, version.overridable)
-    spec = services.resolve(
-        tenant,
-        user,
-        name=name or services.generate_name(version.template.name, "preview"),
-        data=data,
-        data_volume=volume,
+    previewed = services.preview_launch(
+        tenant, user, template_version=version, overrides=overrides, name=name, data_volume=volume
     )
-    return {
-        "yaml": manifests_yaml(build_job(spec)),
-        "gpus": spec.total_gpus,
-        "warnings": services.scheduling_warnings(spec),
-    }
+    return {**previewed, "yaml": manifests_yaml(previewed["objects"])}
 
 
 def _closed_endpoint(user, label):
@@ -250,7 +235,7 @@ NOTHING_OPEN = (
 def job_detail(request, slug, name):
     job = get_job_for_user(request.user, slug, name)
     prefetch_related_objects([job], "endpoints")  # the page lists them, its manifests hold them
-    manifests = job_manifests(job)
+    manifests = services.job_manifests(job)
     return render(
         request,
         "jobs/job_detail.html",

@@ -31,6 +31,7 @@ router.register(
     basename="data-volume",
 )
 router.register("templates", jobs_api.TemplateViewSet, basename="template")
+router.register("endpoints", jobs_api.EndpointBoardViewSet, basename="endpoint")
 router.register("ip-pools", networking_api.PoolViewSet, basename="ip-pool")
 router.register("me/ssh-keys", profile.SSHKeyViewSet, basename="ssh-key")
 router.register("me/tokens", profile.TokenViewSet, basename="token")

@@ -239,3 +239,32 @@ def test_the_job_lists_next_page_keeps_a_filter_with_a_plus(team, templates):
     second = client.get(url + "?owner=eve%2Bgpu%40lab.example&page=2").content.decode()
     assert "No jobs match" not in second
     assert f"{url}e0/" in second  # the oldest, alone on page 2
+
+
+def test_the_api_previews_a_launch_without_creating_anything(team, templates):
+    """The launch page's Preview, in the API: what it would apply, its GPUs; the same refusals
+    as a launch; viewers and outsiders get none."""
+    url = f"/api/v1/tenants/{team['tenant'].slug}/jobs/?dry_run=true"
+    body = {"template": "single-gpu", "name": "would-be", "gpus": 2}
+    answer = client_for(team["bob"]).post(url, body, format="json")
+    assert answer.status_code == 200, answer.json()
+    kinds = [o["kind"] for o in answer.json()["objects"]]
+    assert kinds[0] == "PersistentVolumeClaim"
+    assert kinds[-1] == "Job"
+    assert answer.json()["objects"][-1]["metadata"]["name"] == "would-be"
+    assert answer.json()["gpus"] == 2
+    assert not Job.objects.exists()
+    refused = client_for(team["bob"]).post(url, {**body, "gpus": 500}, format="json")
+    assert refused.status_code == 400
+    assert "gpus" in refused.json()["errors"]
+    assert client_for(team["dave"]).post(url, body, format="json").status_code == 403
+    assert client_for(team["charlie"]).post(url, body, format="json").status_code == 404
+    maybe = client_for(team["bob"]).post(url.replace("true", "maybe"), body, format="json")
+    assert maybe.json()["errors"]["dry_run"][0]["message"] == "Use true or false."
+
+
+def test_the_api_shows_a_jobs_manifests_to_its_tenants_members(team, bobs_job):
+    url = f"/api/v1/tenants/{team['tenant'].slug}/jobs/bobs/manifests/"
+    manifests = client_for(team["dave"]).get(url).json()
+    assert {m["kind"] for m in manifests} >= {"Job", "PersistentVolumeClaim"}
+    assert client_for(team["charlie"]).get(url).status_code == 404

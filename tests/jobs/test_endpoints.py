@@ -806,3 +806,35 @@ def test_a_code_sent_to_a_browser_signed_in_already_is_used_up(client, settings,
     code = parse_qs(urlsplit(start["Location"]).query)["gpp_code"][0]
     assert decide(jupyter.pk, uri=f"/?gpp_code={code}", cookie=cookie).status == 200
     assert decide(jupyter.pk, uri=f"/?gpp_code={code}").status == 403  # used up
+
+
+def test_the_api_offers_the_expiry_board_to_platform_admins(
+    cluster, team, notebook, django_capture_on_commit_callbacks
+):
+    """What the expiry board page does: list the endpoints expiring or expired, extend one,
+    reclaim one now; platform admins only."""
+    from rest_framework.test import APIClient
+
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    Endpoint.objects.filter(pk=jupyter.pk).update(expires_at=timezone.now() + timedelta(hours=2))
+    api = APIClient()
+    api.force_login(team["alice"])  # a tenant admin, not a platform admin
+    assert api.get("/api/v1/endpoints/").status_code == 403
+    assert api.post(f"/api/v1/endpoints/{jupyter.pk}/reclaim/").status_code == 403
+    api.force_login(team["admin"])
+    board = api.get("/api/v1/endpoints/").json()
+    [row] = [r for r in board if r["id"] == jupyter.pk]
+    assert (row["tenant"], row["job"], row["owner"], row["name"]) == (
+        team["tenant"].slug,
+        notebook.name,
+        "bob",
+        "jupyter",
+    )
+    extended = api.post(f"/api/v1/endpoints/{jupyter.pk}/extend/", {"hours": 6}, format="json")
+    assert extended.status_code == 200
+    assert Endpoint.objects.get(pk=jupyter.pk).expires_at > timezone.now() + timedelta(hours=5)
+    with django_capture_on_commit_callbacks(execute=True):
+        reclaimed = api.post(f"/api/v1/endpoints/{jupyter.pk}/reclaim/")
+    assert reclaimed.status_code == 200
+    assert reclaimed.json()["reclaimed_at"] is not None
+    assert cluster.get(*ROUTE, jupyter.service_name, team["tenant"].namespace) is None
