@@ -5,6 +5,7 @@ from django.db import connection
 
 POOL_WRITES = 0x6770_706F_6F6C  # "gppool": IP pools' overlap check
 GUARANTEES = 0x6770_6775_6172  # "gpguar": tenants' guaranteed GPUs against the cluster's
+DEPARTMENTS = 0x6770_6465_7074  # "gpdept": tenants' queues against their department's
 
 
 def take_turn(lock: int) -> None:

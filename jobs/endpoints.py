@@ -6,6 +6,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import Value
+from django.db.models.functions import Least
 from django.urls import reverse
 from django.utils import timezone
 
@@ -88,7 +90,8 @@ def url_env(endpoints):
 
 
 def specs(job):
-    """The job's live (not reclaimed, not expired) endpoints as builder input."""
+    """The job's live (not reclaimed, not expired) endpoints as builder input; ports exposed
+    without sign-in only while the tenant may still expose them so."""
     return [
         EndpointSpec(
             id=e.pk,
@@ -104,7 +107,9 @@ def specs(job):
             host=e.host,
         )
         for e in job.endpoints.all()
-        if e.reclaimed_at is None and not e.is_expired
+        if e.reclaimed_at is None
+        and not e.is_expired
+        and (e.mode not in DIRECT_MODES or job.tenant.allow_direct_exposure)
     ]
 
 
@@ -153,6 +158,12 @@ def extend(endpoint, *, hours, actor):
             "to open them again.",
             code="job_ended",
         )
+    if endpoint.mode in DIRECT_MODES and not tenant.allow_direct_exposure:
+        raise ValidationError(
+            f"{endpoint.name} exposes its port without sign-in ({endpoint.mode}), which "
+            f"{tenant.slug} may no longer do; relaunch the job with 'ingress' or 'podip'.",
+            code="exposure_not_allowed",
+        )
     if not 1 <= hours <= tenant.endpoint_max_hours:
         raise ValidationError(
             {
@@ -186,6 +197,19 @@ def reclaim_expired(now=None):
     expired = Endpoint.objects.filter(expires_at__lte=now, reclaimed_at__isnull=True)
     jobs = set(expired.values_list("job_id", flat=True))
     expired.update(reclaimed_at=now)
+    enqueue_all("jobs.reconcile_job", sorted(jobs))
+    return len(jobs)
+
+
+def close_direct(tenant_id, now=None):
+    """A tenant no longer allowed to expose ports without sign-in: its endpoints exposed so
+    close now (their Services and policies go with their jobs' runs)."""
+    now = now or timezone.now()
+    direct = Endpoint.objects.filter(
+        job__tenant_id=tenant_id, mode__in=DIRECT_MODES, reclaimed_at__isnull=True
+    ).exclude(job__tenant__allow_direct_exposure=True)
+    jobs = set(direct.values_list("job_id", flat=True))
+    direct.update(reclaimed_at=now, expires_at=Least("expires_at", Value(now)))
     enqueue_all("jobs.reconcile_job", sorted(jobs))
     return len(jobs)
 

@@ -672,6 +672,12 @@ def _workspaces_gone(tenant, jobs):
         admit(tenant.pk)  # what waited for that storage may go now
 
 
+@shared_task(name="jobs.close_direct_endpoints", ignore_result=True)
+def close_direct_endpoints(tenant_id):
+    """A platform admin took a tenant's direct exposure away: close what it exposed so."""
+    endpoints.close_direct(tenant_id)
+
+
 @shared_task(name="jobs.reclaim_endpoints", ignore_result=True)
 def reclaim_endpoints():
     """Remove the Services and routes of expired endpoints (forward-auth already denies them

@@ -176,13 +176,15 @@ def build_queue(spec: TenantSpec) -> dict:
 
 
 def build_tenant(spec: TenantSpec) -> list[dict]:
-    """Every object a tenant owns, in the order they must be applied."""
+    """Every object a tenant owns, in the order they must be applied: the queue before the
+    ResourceQuota, so that a queue Volcano's webhook refuses (its department's queue too
+    small) leaves the quota unchanged, not raised beside a queue that is not."""
     return [
         build_namespace(spec),
+        build_queue(spec),
         build_resource_quota(spec),
         build_limit_range(spec),
         build_network_policy(spec),
-        build_queue(spec),
     ]
 
 

@@ -11,7 +11,7 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from core.cluster import get_cluster, node_gpus
-from core.locks import GUARANTEES, take_turn
+from core.locks import DEPARTMENTS, GUARANTEES, take_turn
 from core.models import SyncState
 from core.reconcile import enqueue
 from core.unique import taken_is_invalid
@@ -111,14 +111,31 @@ def _check_names_are_ours(tenant: Tenant) -> None:
             )
 
 
-def _check_parent_queue(tenant: Tenant, before: str = "") -> None:
+# What sets the tenant's Volcano queue: a change of any is checked against its department's.
+_QUEUE_SOURCES = (
+    "parent_queue",
+    "gpu_quota",
+    "cpu_quota",
+    "memory_quota_gib",
+    "queue_deserved_gpus",
+    "queue_guarantee_gpus",
+)
+
+
+def _check_parent_queue(tenant: Tenant, before_fields: dict[str, Any] | None = None) -> None:
     """A parent queue is a department's queue that exists in the cluster, never a tenant's own
     (jobs run in leaf queues: one given children would take no more jobs); and the tenant's
     queue fits under it beside its other children, as Volcano's webhook checks, or the
-    ResourceQuota would change and the queue not."""
+    ResourceQuota would change and the queue not. The other children the portal keeps count as
+    saved (their queues may not be applied yet), and department checks take turns: two edits at
+    once would each count the other's queue unchanged. Checked when the queue changes only."""
     parent = tenant.parent_queue
     if not parent:
         return
+    before_fields = before_fields or {}
+    if before_fields and all(getattr(tenant, f) == before_fields.get(f) for f in _QUEUE_SOURCES):
+        return
+    before = before_fields.get("parent_queue") or ""
     slug = parent.removeprefix(NAMESPACE_PREFIX)
     if (
         parent != before
@@ -145,12 +162,19 @@ def _check_parent_queue(tenant: Tenant, before: str = "") -> None:
                 )
             }
         )
+    take_turn(DEPARTMENTS)
     try:
         queues = get_cluster().list(QUEUE_API, "Queue")
     except K8sError:
         logger.exception("cannot list Volcano queues to check tenant %s", tenant.slug)
         return
-    siblings = [q for q in queues if (q.get("spec") or {}).get("parent") == parent]
+    siblings = [  # the department's other queues: those not the portal's as the cluster has them
+        q
+        for q in queues
+        if (q.get("spec") or {}).get("parent") == parent and owning_tenant(q) == ""
+    ]
+    children = Tenant.objects.active().filter(parent_queue=parent).exclude(pk=tenant.pk)
+    siblings += [build_queue(child.to_spec()) for child in children]
     errors: dict[str, str] = {}
     for excess in queue_excess(build_queue(tenant.to_spec()), found, siblings):
         for resource in excess.resources:
@@ -187,8 +211,12 @@ def _excess_words(excess: QueueExcess, resource: str, parent: str) -> str:
     )
 
 
-def _check_guarantees(tenant: Tenant) -> None:
-    if not tenant.queue_guarantee_gpus:
+def _check_guarantees(tenant: Tenant, before: dict[str, Any] | None = None) -> None:
+    """Guaranteed GPUs of all tenants fit in the cluster's: checked when a guarantee is made
+    or raised only (one lowered, or an edit of other fields, passes however the cluster
+    shrank)."""
+    held = (before or {}).get("queue_guarantee_gpus") or 0
+    if not tenant.queue_guarantee_gpus or tenant.queue_guarantee_gpus <= held:
         return
     take_turn(GUARANTEES)  # two saves at once would each count the other's guarantee unchanged
     others = (
@@ -301,8 +329,8 @@ def update_tenant(
         setattr(tenant, name, value)
     tenant.full_clean()
     _check_not_below_usage(tenant, before)
-    _check_parent_queue(tenant, before["parent_queue"])
-    _check_guarantees(tenant)
+    _check_parent_queue(tenant, before)
+    _check_guarantees(tenant, before)
     after = tenant_snapshot(tenant)
     if after == before:
         return tenant
@@ -310,6 +338,8 @@ def update_tenant(
     tenant.save()
     record(actor, "tenant.update", tenant, tenant=tenant, before=before, after=after)
     _reconcile(tenant)
+    if before["allow_direct_exposure"] and not tenant.allow_direct_exposure:
+        enqueue("jobs.close_direct_endpoints", tenant.pk)  # what it exposed so closes now
     return tenant
 
 
@@ -393,7 +423,7 @@ def _writable(tenant: Tenant) -> Tenant:
 def _check_keeps_an_admin(membership: Membership) -> None:
     """A tenant never loses its last admin by a change in the portal: nobody would be left to
     manage its members. (Members from SSO groups follow the provider's claims.)"""
-    if membership.role != Role.ADMIN:
+    if membership.role != Role.ADMIN or not membership.user.is_active:
         return
     # A deactivated admin manages nothing: only active ones count.
     others = Membership.objects.filter(

@@ -13,12 +13,14 @@ from .services import record
 
 
 def roles_from_groups(groups, pattern):
-    """{tenant slug: role} for the groups matching the pattern; the highest role wins."""
+    """{tenant slug: role} for the groups the pattern matches whole (a group with more after
+    what the pattern names, or a line break, grants nothing); the highest role wins. A role the
+    portal does not have (a pattern matching case-insensitively, say) grants nothing."""
     compiled = re.compile(pattern)
     roles = {}
     for group in groups:
-        match = compiled.match(group)
-        if not match:
+        match = compiled.fullmatch(group)
+        if not match or match.group("role") not in Role.values:
             continue
         tenant, role = match.group("tenant"), Role(match.group("role"))
         if tenant not in roles or RANK[role] > RANK[roles[tenant]]:

@@ -14,6 +14,7 @@ from jobs.choices import JobState
 from jobs.models import Endpoint
 from jobs.tasks import reclaim_endpoints
 from k8s_adapters.routing import GATEWAY_API, TRAEFIK_API, UNDERSCORED_IDENTITY_HEADERS
+from tenants import services as tenant_services
 from tenants.choices import Role
 from tenants.models import Membership, Tenant
 from tests.jobs.conftest import submitted
@@ -110,6 +111,20 @@ def test_tcp_ports_stay_inside_the_cluster_unless_the_tenant_may_expose_them(
     }
     row.refresh_from_db()
     assert row.observed["node_port"] == service["spec"]["ports"][0]["nodePort"]
+
+    # A platform admin takes direct exposure away: what was exposed so closes now, and its
+    # owner cannot keep it open by extending it.
+    with django_capture_on_commit_callbacks(execute=True):
+        tenant_services.update_tenant(
+            team["tenant"], actor=team["admin"], allow_direct_exposure=False
+        )
+    row.refresh_from_db()
+    assert row.reclaimed_at is not None
+    assert cluster.get("v1", "Service", row.service_name, ns) is None
+    assert cluster.get("networking.k8s.io/v1", "NetworkPolicy", row.service_name, ns) is None
+    with pytest.raises(ValidationError) as caught:
+        endpoints.extend(row, hours=4, actor=team["bob"])
+    assert "which {} may no longer do".format(team["tenant"].slug) in caught.value.messages[0]
 
 
 @pytest.mark.parametrize("protocol", ["http", "tcp", "ssh"])

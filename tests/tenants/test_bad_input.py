@@ -133,3 +133,39 @@ def test_lowering_a_quota_below_current_usage_is_refused_showing_usage(
     services.update_tenant(tenant, actor=admin_user, gpu_quota=5)  # still above usage: fine
     tenant.refresh_from_db()
     assert tenant.gpu_quota == 5
+
+
+def test_a_guarantee_is_lowered_and_other_fields_saved_after_the_cluster_shrank(
+    admin_user, cluster, new_slug
+):
+    """Guarantees are checked when made or raised: after a node's GPUs went away, lowering a
+    guarantee (the fix) or editing another field was refused for a sum no longer met."""
+    node = SimulatedNode(f"test-node-{new_slug()}", 8)
+    cluster.apply_one(build_node(node))
+    cluster.apply_status(build_node_status(node))
+    try:
+        cache.delete("node-gpu-summary")
+        capacity = node_gpus().total
+        tenant = services.create_tenant(
+            actor=admin_user,
+            slug=new_slug(),
+            display_name="T",
+            gpu_quota=capacity,
+            queue_guarantee_gpus=capacity,
+        )
+    finally:
+        cluster.delete("v1", "Node", node.name)
+    cache.delete("node-gpu-summary")
+    assert node_gpus().total < capacity
+    services.update_tenant(tenant, actor=admin_user, display_name="Renamed")
+    services.update_tenant(tenant, actor=admin_user, queue_guarantee_gpus=capacity - 4)
+    assert Tenant.objects.get(pk=tenant.pk).queue_guarantee_gpus == capacity - 4
+    with pytest.raises(ValidationError) as caught:  # a new guarantee is checked as before
+        services.create_tenant(
+            actor=admin_user,
+            slug=new_slug(),
+            display_name="U",
+            gpu_quota=capacity,
+            queue_guarantee_gpus=capacity,
+        )
+    assert "Guarantees would add up to" in caught.value.message_dict["queue_guarantee_gpus"][0]

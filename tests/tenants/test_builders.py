@@ -26,7 +26,7 @@ SPEC = TenantSpec(
 
 
 def test_a_tenant_is_a_namespace_quota_limit_range_isolation_policy_and_queue():
-    namespace, quota, limits, policy, queue = build_tenant(SPEC)
+    namespace, queue, quota, limits, policy = build_tenant(SPEC)
     assert namespace == {
         "apiVersion": "v1",
         "kind": "Namespace",

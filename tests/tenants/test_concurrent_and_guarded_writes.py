@@ -15,6 +15,7 @@ from tenants import services
 from tenants.choices import Role, TenantState
 from tenants.models import AuditEvent, Membership, Tenant
 from tests.helpers import at_once
+from tests.tenants.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -27,6 +28,17 @@ def api(user):
 
 def members_url(tenant, pk=""):
     return f"/api/v1/tenants/{tenant.slug}/members/" + (f"{pk}/" if pk else "")
+
+
+def test_a_deactivated_admin_is_removed_though_no_other_admin_is_left(people):
+    """A deactivated account manages nothing: it does not count as the admin kept."""
+    people["admin"] = make_user("admin", staff=True)
+    vision, alice = people["vision"], people["alice"]
+    alice.is_active = False
+    alice.save(update_fields=["is_active"])
+    own = Membership.objects.get(tenant=vision, user=alice)
+    assert api(people["admin"]).delete(members_url(vision, own.pk)).status_code == 204
+    assert not Membership.objects.filter(pk=own.pk).exists()
 
 
 def test_a_tenants_only_admin_can_neither_step_down_nor_leave(people, client):
@@ -202,6 +214,13 @@ def test_a_parent_queue_is_a_departments_queue_that_exists_and_holds_the_tenants
         )
         assert "deserved" in webhook_refuses(nlp, parent_queue=dept)
         services.update_tenant(nlp, actor=admin_user, parent_queue=dept, queue_deserved_gpus=4)
+        # nlp's move is saved and not applied yet: it counts all the same (the cluster's
+        # queues alone said 17 fit, and the webhook then refused one of the two queues).
+        assert refused(vision, "gpu_quota", gpu_quota=17) == (
+            f"The deserved GPUs of {dept}'s queues would add up to 21, and {dept} allows 20. "
+            "Lower this, or ask for the department's queue to be raised first."
+        )
+        services.update_tenant(vision, actor=admin_user, display_name="Vision lab")  # no check
     finally:
         with django_capture_on_commit_callbacks(execute=True):
             services.update_tenant(vision, actor=admin_user, parent_queue="")

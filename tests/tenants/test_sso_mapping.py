@@ -34,6 +34,22 @@ def test_a_custom_rule_maps_other_group_names():
     assert roles_from_groups(["/teams/nlp/viewer"], pattern) == {"nlp": "viewer"}
 
 
+def test_a_group_must_match_the_rule_whole():
+    """`$` matches before a final line break, and a rule written without it matched any
+    group starting alike: neither grants anything."""
+    assert roles_from_groups(["gpu-portal:vision:admin\n"], PATTERN) == {}
+    loose = r"gpu-portal-(?P<tenant>[a-z0-9]+)-(?P<role>admin|researcher|viewer)"
+    assert roles_from_groups(["gpu-portal-ml-admin-readonly"], loose) == {}
+    assert roles_from_groups(["gpu-portal-ml-viewer"], loose) == {"ml": "viewer"}
+
+
+def test_a_role_the_portal_does_not_have_grants_nothing_and_never_fails_a_sign_in():
+    caseless = r"(?i)gpu-portal:(?P<tenant>[a-z0-9]+):(?P<role>admin|researcher|viewer)"
+    assert roles_from_groups(["GPU-PORTAL:ml:ADMIN", "gpu-portal:cv:viewer"], caseless) == {
+        "cv": "viewer"
+    }
+
+
 def test_groups_come_from_userinfo_and_id_token_merged():
     extra = {"userinfo": {"groups": ["a", "b"]}, "id_token": {"groups": ["b", "c"]}}
     assert groups_from_claims(extra, "groups") == ["a", "b", "c"]
