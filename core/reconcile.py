@@ -113,6 +113,11 @@ def once_every(key: str, seconds: float) -> bool:
     return bool(cache.add(f"once:{key}", 1, timeout=seconds))
 
 
+def once_again(key: str) -> None:
+    """Let the work of `key` run on the next `once_every` call (it failed this time)."""
+    cache.delete(f"once:{key}")
+
+
 def _lock_key(kind: str, pk: int) -> int:
     digest = hashlib.blake2b(f"{kind}:{pk}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
@@ -325,8 +330,17 @@ def _attempt(
         log.warning("reconcile %s %s will retry: %s", kind, obj.pk, exc.message, exc_info=True)
         record_sync(obj, SyncState.RETRYING, f"{exc.message} (retrying)")
         raise
-    except Exception:
+    except Exception as exc:
         log.exception("reconcile %s %s crashed", kind, obj.pk)
+        try:  # not "in sync" while every run crashes; the database may be what failed
+            record_sync(
+                obj,
+                SyncState.ERROR,
+                f"The portal failed applying this ({type(exc).__name__}, logged); the next "
+                "resync tries again.",
+            )
+        except Exception:
+            log.exception("could not record the crash of reconcile %s %s", kind, obj.pk)
         raise
     record_sync(obj, SyncState.IN_SYNC, "", observed)
     return SyncState.IN_SYNC.value

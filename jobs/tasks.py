@@ -1,6 +1,7 @@
 """Reconcile jobs into Volcano jobs with their workspace PVC and SSH-key Secret, and data
 volumes into PVCs; observed status flows back."""
 
+import contextlib
 import logging
 import re
 import time
@@ -18,6 +19,7 @@ from core.reconcile import (
     enqueue,
     enqueue_all,
     nothing_waiting,
+    once_again,
     once_every,
     reconciler,
 )
@@ -81,8 +83,9 @@ def _failed(job, error):
     (its raw message stays in the sync message); the resync tries again. Not a job Volcano
     has (its state is Volcano's to say, and an error would hide its end), nor one in the
     portal's queue (its volumes made ahead are made again on submission): their page shows
-    the refusal as the last update's."""
-    if job.phase or job.state == JobState.QUEUED:
+    the refusal as the last update's. Nor one that ended (cancelled before Volcano had it: in
+    error it would count its quota again)."""
+    if job.phase or job.is_finished or job.state == JobState.QUEUED:
         return
     _set(
         job,
@@ -107,7 +110,8 @@ def reconcile_job(job):
     elif job.state == JobState.QUEUED:
         if job.volumes_ahead_at and _volumes_due(f"ahead-{job.pk}"):  # next in line
             try:  # its claim binds as it waits
-                get_cluster().apply(build_job(job.job_spec())[:-1])
+                with _again_if_failed(f"ahead-{job.pk}"):
+                    get_cluster().apply(build_job(job.job_spec())[:-1])
             except PermanentK8sError as refused:
                 if not _quota_wait(refused, job):
                     raise  # submission applies them again in any case
@@ -251,26 +255,33 @@ def _ensure(job):
     # Still Submitting, no run recorded its Volcano job: it is created without a read first (a
     # read on the path of every launch). One a run created before it stopped is read once
     # Volcano refuses to create it again.
-    if job.state == JobState.SUBMITTING:
+    recorded = None  # whether a run recorded its submission, read only when it matters
+    if job.state == JobState.SUBMITTING and not (recorded := _submission_said(job)):
         vcjob = None
     else:
         vcjob = cluster.get(VCJOB_API, "Job", spec.name, spec.namespace)
-    if vcjob is None and job.phase:
-        # It existed (we saw its phase) and is gone: a TTL cleanup or someone's delete. Never
+    if vcjob is None and (
+        job.phase or (recorded if recorded is not None else _submission_said(job))
+    ):
+        # It existed (we saw its phase, or a run recorded creating it: Volcano may delete it
+        # before the portal sees a phase) and is gone: a TTL cleanup or someone's delete. Never
         # create it again behind the user's back: it ends here, and can be relaunched.
         if spec.ttl_seconds_after_finished is not None:  # Volcano's own cleanup, most likely
             said = (
                 f"The Volcano job was removed (its ttl_seconds_after_finished) before the portal "
-                f"saw how it ended (last phase seen {job.phase}); its outcome is unknown: see "
+                f"saw how it ended (last phase seen {job.phase or 'none yet'}); its outcome is "
+                "unknown: see "
                 "its logs or outputs. Relaunch the job to run it again."
             )
         else:
             said = (
-                f"The Volcano job was deleted outside the portal (last phase {job.phase}); "
+                f"The Volcano job was deleted outside the portal (last phase "
+                f"{job.phase or 'none yet'}); "
                 "relaunch the job to run it again."
             )
         _set(job, state=JobState.FAILED, message=said)
         return None
+    created = False
     if vcjob is None:
         _check_queue(cluster, spec.queue)
         claims = [spec.workspace_claim] + ([spec.data_volume] if spec.data_volume else [])
@@ -296,14 +307,23 @@ def _ensure(job):
         vcjob = _create_vcjob(cluster, job, objects[-1])
         status = read_job(vcjob)
         _volumes_due(status.uid)  # just applied: the next runs need not
+        created = True
     else:
         status = read_job(vcjob)
-        if _volumes_due(status.uid) and applied is None:
-            cluster.apply(objects[:-1])
-    _ensure_endpoints(cluster, job)
+    # A cancel reaches Volcano first: an object below refused for good (a quota on Services,
+    # a route kind not served) must not keep a job the user cancelled running.
     if job.cancel_requested and status.phase not in ABORT_PHASES | {"Completed", "Failed"}:
         cluster.apply_one(build_abort_command(spec.namespace, spec.name, status.uid))
+    if not created and applied is None and _volumes_due(status.uid):
+        with _again_if_failed(status.uid):
+            cluster.apply(objects[:-1])
+    _ensure_endpoints(cluster, job)
     return status
+
+
+def _submission_said(job):
+    """Whether a run recorded creating the job's Volcano job (its "submitted" event)."""
+    return job.events.filter(kind="submitted").exists()
 
 
 def _create_vcjob(cluster, job, manifest):
@@ -318,7 +338,7 @@ def _create_vcjob(cluster, job, manifest):
         vcjob = cluster.get(VCJOB_API, "Job", meta["name"], meta["namespace"])
         if vcjob is None:
             raise
-        if job.events.filter(kind="submitted").exists():
+        if _submission_said(job):  # once only, however many runs created it
             return vcjob
     JobEvent.objects.create(
         job=job, kind="submitted", message="Volcano job, workspace volume and secrets created."
@@ -355,6 +375,17 @@ def _submission_volumes(cluster, job, volumes):
         raise Requeue(_claim_recheck_seconds(job)) from refused
     cache.set(key, 1, timeout=settings.RESYNC_INTERVAL)
     return applied
+
+
+@contextlib.contextmanager
+def _again_if_failed(uid):
+    """The volumes marked applied by `_volumes_due` are applied again by the next run when this
+    apply fails (a retry after a transient refusal would otherwise skip them a whole interval)."""
+    try:
+        yield
+    except BaseException:
+        once_again(f"job-volumes:{uid}")
+        raise
 
 
 def _volumes_due(uid):
@@ -607,6 +638,12 @@ def resync_jobs(everything=False):
     enqueue_all(
         "jobs.reconcile_job", Job.objects.filter(delete_requested=True).values_list("pk", flat=True)
     )
+    # Cancelled while they waited, their volumes made ahead not yet removed (the run their
+    # cancel sent was lost): those volumes still count against the tenant's storage.
+    left_ahead = Job.objects.filter(
+        state__in=FINISHED, submitted_at__isnull=True, volumes_ahead_at__isnull=False
+    )
+    enqueue_all("jobs.reconcile_job", left_ahead.values_list("pk", flat=True))
     for tenant_id in (
         Job.objects.filter(state=JobState.QUEUED).values_list("tenant_id", flat=True).distinct()
     ):

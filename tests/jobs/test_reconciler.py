@@ -455,3 +455,98 @@ def test_a_volume_refusal_by_the_resource_quota_is_a_wait_saying_why(limited, re
     foreign = message.replace(f"exceeded quota: {QUOTA},", "exceeded quota: hand-made,")
     assert _quota_lags(PermanentK8sError(foreign, status=403), tenant) == ""
     assert _quota_lags(PermanentK8sError(message, status=422), tenant) == ""
+
+
+def test_a_volcano_job_deleted_before_the_portal_saw_its_phase_is_not_created_again(
+    cluster, team, templates, launch
+):
+    """Its creation is recorded: gone before a phase reached the portal (Volcano's TTL during a
+    collector's reconnect, or someone's delete while it waited), it ends; created again, it ran
+    twice."""
+    job = launch(templates["single-gpu"], name="ttl-gone")
+    namespace = team["tenant"].namespace
+    Job.objects.filter(pk=job.pk).update(state=JobState.PENDING, phase="")
+    cluster.delete(VCJOB_API, "Job", "ttl-gone", namespace)
+    wait_for(lambda: cluster.get(VCJOB_API, "Job", "ttl-gone", namespace) is None)
+    reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert "deleted outside the portal (last phase none yet)" in job.message
+    assert cluster.get(VCJOB_API, "Job", "ttl-gone", namespace) is None
+    assert job.events.filter(kind="submitted").count() == 1
+
+
+def test_a_cancel_reaches_volcano_though_the_jobs_endpoints_are_refused(
+    cluster, team, templates, launch, monkeypatch
+):
+    """The abort goes first: a Service quota or a route kind not served refused the endpoints
+    for good, and the job the user cancelled kept running."""
+    from jobs import tasks
+    from k8s_adapters.errors import PermanentK8sError
+
+    job = settle(launch(templates["single-gpu"], name="cancel-me"), JobState.RUNNING)
+    Job.objects.filter(pk=job.pk).update(cancel_requested=True)
+
+    def refused(*args, **kwargs):
+        raise PermanentK8sError('services "x" is forbidden: exceeded quota', status=403)
+
+    monkeypatch.setattr(tasks, "_ensure_endpoints", refused)
+    reconcile_job(job.pk)
+
+    def aborted():  # Volcano's controller takes the Command (and deletes it) at once
+        vcjob = cluster.get(VCJOB_API, "Job", "cancel-me", team["tenant"].namespace)
+        return vcjob["status"]["state"]["phase"] in ("Aborting", "Aborted")
+
+    wait_for(aborted, timeout=30, message="Volcano to abort the job")
+
+
+def test_a_job_cancelled_before_volcano_had_it_never_goes_back_to_error(team, templates):
+    """A refusal while removing what it had (its volumes made ahead) put it in error: error
+    counts the job's quota again, and it showed Error after its cancel."""
+    from jobs import tasks
+    from k8s_adapters.errors import PermanentK8sError
+
+    job, _ = services.launch_job(
+        team["tenant"], team["bob"], actor=team["bob"], template_version=templates["single-gpu"]
+    )
+    Job.objects.filter(pk=job.pk).update(state=JobState.CANCELLED, phase="")
+    job.refresh_from_db()
+    tasks._failed(job, PermanentK8sError("persistentvolumeclaims is forbidden", status=403))
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED
+
+
+def test_a_run_that_crashes_says_so_on_the_job(team, templates, launch, monkeypatch):
+    """Not 'in sync' while every run crashes on something unforeseen."""
+    from jobs import tasks
+
+    job = launch(templates["single-gpu"], name="crashes")
+
+    def broken(job):
+        raise KeyError("status")
+
+    monkeypatch.setattr(tasks, "_ensure", broken)
+    with pytest.raises(KeyError):
+        reconcile_job(job.pk)
+    job.refresh_from_db()
+    assert job.sync_state == SyncState.ERROR
+    assert "The portal failed applying this (KeyError, logged)" in job.sync_message
+
+
+def test_the_resync_removes_volumes_left_by_a_job_cancelled_in_the_queue(
+    team, templates, monkeypatch
+):
+    """The one run its cancel sent may be lost: the volumes made ahead for it counted against
+    the tenant's storage until someone deleted the job."""
+    from jobs import tasks
+
+    job, _ = services.launch_job(
+        team["tenant"], team["bob"], actor=team["bob"], template_version=templates["single-gpu"]
+    )
+    Job.objects.filter(pk=job.pk).update(
+        state=JobState.CANCELLED, submitted_at=None, volumes_ahead_at=timezone.now()
+    )
+    sent = []
+    monkeypatch.setattr(tasks, "enqueue_all", lambda name, pks: sent.extend(pks))
+    tasks.resync_jobs()
+    assert job.pk in sent
