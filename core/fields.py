@@ -37,6 +37,27 @@ class NoUnknownFields:
         return super().to_internal_value(data)  # type: ignore[misc]
 
 
+class FixedOnceMade:
+    """A write serializer whose `fixed` fields are set at creation only: an update sending one
+    with another value is refused by its name (the service behind it would keep the old one
+    without a word, or blame another field). The same value sent back is accepted."""
+
+    fixed: tuple[str, ...] = ()
+
+    def validate(self, attrs: Any) -> Any:
+        instance = getattr(self, "instance", None)
+        if instance is not None:
+            changed = [f for f in self.fixed if f in attrs and attrs[f] != getattr(instance, f)]
+            if changed:
+                raise serializers.ValidationError(
+                    {
+                        f: [f"Set when it is made, and fixed since ({getattr(instance, f)!r})."]
+                        for f in changed
+                    }
+                )
+        return super().validate(attrs)  # type: ignore[misc]
+
+
 class LocationOnCreate:
     """A `Location` header on every 201, naming the new object's detail URL: clients (and
     Schemathesis's stateful phase, which chains create → read → change → delete by it) follow

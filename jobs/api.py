@@ -263,7 +263,9 @@ class DataVolumeViewSet(LocationOnCreate, TenantScoped, viewsets.ModelViewSet):
         )
 
     def perform_update(self, serializer):
-        size = serializer.validated_data.get("size_gib", serializer.instance.size_gib)
+        size = serializer.validated_data.get("size_gib")
+        if size is None or size == serializer.instance.size_gib:
+            return  # nothing else of a volume changes (its name and class are fixed)
         serializer.instance = services.expand_data_volume(
             serializer.instance, size_gib=size, actor=self.request.user
         )

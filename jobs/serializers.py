@@ -2,7 +2,7 @@ from dataclasses import asdict
 
 from rest_framework import serializers
 
-from core.fields import NoUnknownFields, SlugRelatedField
+from core.fields import FixedOnceMade, NoUnknownFields, SlugRelatedField
 from networking.addresses import job_addresses
 
 from .admission import queue_position
@@ -219,7 +219,9 @@ class TemplateWriteSerializer(NoUnknownFields, serializers.Serializer):
         return attrs
 
 
-class DataVolumeSerializer(NoUnknownFields, serializers.ModelSerializer):
+class DataVolumeSerializer(FixedOnceMade, NoUnknownFields, serializers.ModelSerializer):
+    fixed = ("name", "storage_class")  # a volume only grows
+
     class Meta:
         model = DataVolume
         fields = [

@@ -6,7 +6,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from core.fields import NAME_REGEX, NoUnknownFields, SlugRelatedField
+from core.fields import NAME_REGEX, FixedOnceMade, NoUnknownFields, SlugRelatedField
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.models import Tenant
 
@@ -15,7 +15,8 @@ from .conflicts import find, utilization
 from .models import POOL_FIELDS, IPPool, IPReservation
 
 
-class PoolSerializer(NoUnknownFields, serializers.ModelSerializer):
+class PoolSerializer(FixedOnceMade, NoUnknownFields, serializers.ModelSerializer):
+    fixed = ("name",)  # it names the pool's networks in every tenant
     tenants = SlugRelatedField(
         slug_field="slug", many=True, required=False, queryset=Tenant.objects.active()
     )

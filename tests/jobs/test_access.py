@@ -268,3 +268,27 @@ def test_the_api_shows_a_jobs_manifests_to_its_tenants_members(team, bobs_job):
     manifests = client_for(team["dave"]).get(url).json()
     assert {m["kind"] for m in manifests} >= {"Job", "PersistentVolumeClaim"}
     assert client_for(team["charlie"]).get(url).status_code == 404
+
+
+def test_a_volumes_and_a_pools_fixed_fields_are_refused_by_name_when_changed(team):
+    """The API kept the old name or storage class without a word, or blamed the size."""
+    slug = team["tenant"].slug
+    bob = client_for(team["bob"])
+    made = bob.post(f"/api/v1/tenants/{slug}/volumes/", {"name": "corpus", "size_gib": 10})
+    url = f"/api/v1/tenants/{slug}/volumes/{made.json()['id']}/"
+    for change in ({"name": "other"}, {"storage_class": "fast"}):
+        refused = bob.patch(url, change, format="json")
+        assert refused.status_code == 400
+        [field] = change
+        assert refused.json()["errors"][field][0]["message"].startswith("Set when it is made")
+    assert bob.patch(url, {"name": "corpus"}, format="json").status_code == 200  # unchanged
+    grown = bob.patch(url, {"size_gib": 20}, format="json")
+    assert grown.json()["size_gib"] == 20
+    admin = client_for(team["admin"])
+    pool = {"name": "mgmt", "purpose": "management", "cidr": "10.77.0.0/24", "master": "eth1"}
+    pool |= {"range_start": "10.77.0.10", "range_end": "10.77.0.20"}
+    made = admin.post("/api/v1/ip-pools/", pool, format="json")
+    assert made.status_code == 201, made.json()
+    renamed = admin.patch("/api/v1/ip-pools/mgmt/", {"name": "other"}, format="json")
+    assert renamed.status_code == 400
+    assert "name" in renamed.json()["errors"]
