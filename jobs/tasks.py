@@ -154,6 +154,18 @@ def _pods_stopped(job):
     return now
 
 
+def _remove_job_objects(cluster, job, *kinds):
+    """Delete the job's objects (and those of `kinds`) by its labels, and its SSH-key Secret by
+    name: the worker lists no Secrets."""
+    cluster.prune(
+        labels=portal_labels(tenant=job.tenant.slug, job=job.name),
+        keep=set(),
+        kinds=(*JOB_KINDS, *kinds),
+        namespace=job.tenant.namespace,
+    )
+    cluster.delete("v1", "Secret", job.job_spec().ssh_secret, job.tenant.namespace)
+
+
 def _cancel_unsubmitted(job):
     """Cancel a job Volcano never had: still waiting for its claim to bind, or in error before
     its submission (its queue closed, say). What it has in the cluster goes, and it ends
@@ -163,12 +175,7 @@ def _cancel_unsubmitted(job):
     cluster = get_cluster()
     if cluster.get(VCJOB_API, "Job", job.name, job.tenant.namespace) is not None:
         return False
-    cluster.prune(
-        labels=portal_labels(tenant=job.tenant.slug, job=job.name),
-        keep=set(),
-        kinds=JOB_KINDS,
-        namespace=job.tenant.namespace,
-    )
+    _remove_job_objects(cluster, job)
     _ensure_endpoints(cluster, job, active=False)
     _set(
         job,
@@ -208,12 +215,7 @@ def _quota_wait(error, job):
 def _remove_volumes_ahead(job):
     """A job cancelled in the portal's queue never runs: the volumes made ahead for it go, and
     their storage is free for the next in line."""
-    get_cluster().prune(
-        labels=portal_labels(tenant=job.tenant.slug, job=job.name),
-        keep=set(),
-        kinds=JOB_KINDS,
-        namespace=job.tenant.namespace,
-    )
+    _remove_job_objects(get_cluster(), job)
     Job.objects.filter(pk=job.pk).update(volumes_ahead_at=None)
     admit(job.tenant_id)
 
@@ -576,13 +578,7 @@ def _delete(job):
     period ends, 30 s by default): the next job admitted sooner would have its pods refused by
     the ResourceQuota while Volcano already took its gang, half-created."""
     cluster = get_cluster()
-    kinds = (*JOB_KINDS, ("bus.volcano.sh/v1alpha1", "Command"), *ENDPOINT_KINDS)
-    cluster.prune(
-        labels=portal_labels(tenant=job.tenant.slug, job=job.name),
-        keep=set(),
-        kinds=kinds,
-        namespace=job.tenant.namespace,
-    )
+    _remove_job_objects(cluster, job, ("bus.volcano.sh/v1alpha1", "Command"), *ENDPOINT_KINDS)
     if job.holds_quota:
         _pods_stopped(job)
     tenant_id = job.tenant_id

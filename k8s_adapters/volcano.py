@@ -14,7 +14,9 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 KNOWN_PLUGINS = ("svc", "env", "ssh")
 OWNER_ANNOTATION = "gpu-portal.io/owner-name"
 SSH_KEYS_PATH = "/var/run/gpu-portal/ssh"
-JOB_KINDS = ((VCJOB_API, "Job"), ("v1", "PersistentVolumeClaim"), ("v1", "Secret"))
+# What a job's objects are pruned by (its label); its SSH-key Secret is deleted by name: the
+# worker may not list Secrets (a list returns them whole, everyone's).
+JOB_KINDS = ((VCJOB_API, "Job"), ("v1", "PersistentVolumeClaim"))
 
 
 def _labels(spec: JobSpec) -> dict[str, str]:

@@ -61,7 +61,7 @@ WRITTEN_ROUTES = {
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_the_worker_writes_routes_of_its_driver_only_and_prunes_all(helm_path, driver):
     manifests = render(helm_path, **{"routing.driver": driver})
-    assert named(manifests, "ConfigMap", "-config")["data"]["ROUTING_DRIVER"] == driver
+    assert named(manifests, "ConfigMap", "gpu-portal-config")["data"]["ROUTING_DRIVER"] == driver
     rules = named(manifests, "ClusterRole", "-worker")["rules"]
     verbs = {res: set(r["verbs"]) for r in rules for res in r["resources"] if res in ROUTE_KINDS}
     assert {res for res, v in verbs.items() if "patch" in v} == WRITTEN_ROUTES[driver]
@@ -117,9 +117,28 @@ def test_migrations_run_as_a_hook_before_install_and_upgrade_and_beat_runs_once(
     manifests = render(helm_path, **{"web.replicas": 3})
     job = named(manifests, "Job", "-migrate")
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
-    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
-    for hooked in (named(manifests, "ConfigMap", "-config"), named(manifests, "Secret", "")):
-        assert int(hooked["metadata"]["annotations"]["helm.sh/hook-weight"]) < 0
+    [migrate] = job["spec"]["template"]["spec"]["containers"]
+    assert migrate["args"] == ["migrate"]
+    # It reads copies of the settings made before it and gone after it: the release's own
+    # change with the Deployments, and are not changed by an upgrade whose migration fails.
+    assert migrate["envFrom"] == [{"configMapRef": {"name": "portal-gpu-portal-migrate-config"}}]
+    read = {e["valueFrom"]["secretKeyRef"]["name"] for e in migrate["env"] if "valueFrom" in e}
+    assert read == {"portal-gpu-portal-migrate-secret"}
+    for copy in (
+        named(manifests, "ConfigMap", "-migrate-config"),
+        named(manifests, "Secret", "-migrate-secret"),
+    ):
+        notes = copy["metadata"]["annotations"]
+        assert notes["helm.sh/hook"] == "pre-install,pre-upgrade"
+        assert int(notes["helm.sh/hook-weight"]) < int(
+            job["metadata"]["annotations"]["helm.sh/hook-weight"]
+        )
+        assert "hook-succeeded" in notes["helm.sh/hook-delete-policy"]
+    for own in (
+        named(manifests, "ConfigMap", "gpu-portal-config"),
+        named(manifests, "Secret", "gpu-portal-secret"),
+    ):
+        assert "helm.sh/hook" not in (own["metadata"].get("annotations") or {})
     for single in ("-beat", "-collector"):  # an upgrade never runs two side by side
         deployment = named(manifests, "Deployment", single)
         assert deployment["spec"]["replicas"] == 1
@@ -161,6 +180,14 @@ def _route_values(driver):
     }
 
 
+CLUSTER_SCOPED = {
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
+
+
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_the_api_server_accepts_every_rendered_manifest(helm_path, cluster, namespace, driver):
     release = f"chart-{uuid.uuid4().hex[:6]}"
@@ -179,21 +206,26 @@ def test_the_api_server_accepts_every_rendered_manifest(helm_path, cluster, name
         assert [(a["kind"], a["metadata"]["name"]) for a in applied] == [
             (m["kind"], m["metadata"]["name"]) for m in manifests
         ]
+        # Named after the namespace too: a release of the same name elsewhere does not meet it.
         role = cluster.get(
-            "rbac.authorization.k8s.io/v1", "ClusterRole", f"{release}-gpu-portal-worker"
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            f"{release}-gpu-portal-{namespace}-worker",
         )
         assert role["rules"] == named(manifests, "ClusterRole", "-worker")["rules"]
     finally:
-        for kind in ("ClusterRole", "ClusterRoleBinding"):
-            for manifest in of_kind(manifests, kind):
-                cluster.delete("rbac.authorization.k8s.io/v1", kind, manifest["metadata"]["name"])
+        for manifest in manifests:  # what the namespace's deletion leaves
+            if manifest["kind"] in CLUSTER_SCOPED:
+                cluster.delete(
+                    manifest["apiVersion"], manifest["kind"], manifest["metadata"]["name"]
+                )
 
 
 def test_the_router_reaches_forward_auth_by_a_whole_name(helm_path):
     # ingress-nginx resolves its auth-url with nginx's own resolver, which does not search the
     # pod's DNS domains: a name short of the cluster's domain failed every job endpoint.
     def internal_url(**values):
-        config = named(render(helm_path, **values), "ConfigMap", "-config")
+        config = named(render(helm_path, **values), "ConfigMap", "gpu-portal-config")
         return config["data"]["PORTAL_INTERNAL_URL"]
 
     assert internal_url() == "http://portal-gpu-portal-web.gpu-portal.svc.cluster.local:80"
@@ -201,11 +233,10 @@ def test_the_router_reaches_forward_auth_by_a_whole_name(helm_path):
 
 
 def test_settings_come_back_with_a_rollback_and_sign_in_limits_count_clients(helm_path):
-    manifests = render(helm_path)
-    for kind, suffix in (("ConfigMap", "-config"), ("Secret", "")):
-        hooks = named(manifests, kind, suffix)["metadata"]["annotations"]["helm.sh/hook"]
-        assert hooks.split(",") == ["pre-install", "pre-upgrade", "pre-rollback"]
-    assert named(manifests, "ConfigMap", "-config")["data"]["TRUSTED_PROXY_COUNT"] == "1"
+    manifests = render(helm_path)  # release objects: a rollback applies its revision's
+    for kind, name in (("ConfigMap", "gpu-portal-config"), ("Secret", "gpu-portal-secret")):
+        assert "annotations" not in named(manifests, kind, name)["metadata"]
+    assert named(manifests, "ConfigMap", "gpu-portal-config")["data"]["TRUSTED_PROXY_COUNT"] == "1"
 
 
 def test_tenant_pods_reach_none_of_the_portals_pods(helm_path):
@@ -264,7 +295,7 @@ def test_the_charts_job_limits_reach_the_portal_as_it_reads_them(helm_path):
     settings a portal process reads from the ConfigMap."""
     from tests.processes import settings_under
 
-    data = named(render(helm_path), "ConfigMap", "-config")["data"]
+    data = named(render(helm_path), "ConfigMap", "gpu-portal-config")["data"]
     names = ["TENANT_EGRESS_DENY", "TENANT_EGRESS_NAMESPACES", "RUNTIME_CLASSES"]
     assert settings_under(names, **{n: data[n] for n in names}) == [
         ["169.254.169.254/32", "fd00:ec2::254/128"],

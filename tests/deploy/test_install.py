@@ -1,5 +1,6 @@
-"""`helm install` and `helm uninstall` against the API server: the settings and the migration
-Job come first (pre-install hooks), and nothing else is created until the migrations finished.
+"""`helm install` and `helm uninstall` against the API server: the migration Job and its copy of
+the settings come first (pre-install hooks), and nothing else is created until the migrations
+finished; the copies go once it succeeded, and an uninstall leaves no settings behind.
 The test plays the Job controller (there is none in the local control plane)."""
 
 import os
@@ -71,8 +72,8 @@ def test_install_runs_migrations_before_anything_else_and_uninstall_cleans_up(
             timeout=60,
             message="the migration hook Job",
         )
-        assert cluster.get("v1", "ConfigMap", f"{name}-config", namespace)
-        assert cluster.get("v1", "Secret", f"{name}-secret", namespace)
+        assert cluster.get("v1", "ConfigMap", f"{name}-migrate-config", namespace)
+        assert cluster.get("v1", "Secret", f"{name}-migrate-secret", namespace)
         assert cluster.get("apps/v1", "Deployment", f"{name}-web", namespace) is None
         _finish(cluster, f"{name}-migrate", namespace)
         output, _ = install.communicate(timeout=120)
@@ -81,13 +82,21 @@ def test_install_runs_migrations_before_anything_else_and_uninstall_cleans_up(
     assert install.returncode == 0, output
     for component in ("web", "worker", "beat", "collector"):
         assert cluster.get("apps/v1", "Deployment", f"{name}-{component}", namespace)
-    assert cluster.get("rbac.authorization.k8s.io/v1", "ClusterRole", f"{name}-worker")
+    assert cluster.get("rbac.authorization.k8s.io/v1", "ClusterRole", f"{name}-{namespace}-worker")
     wait_for(
         lambda: cluster.get("batch/v1", "Job", f"{name}-migrate", namespace) is None,
         message="the succeeded hook Job to be deleted",
     )
+    assert cluster.get("v1", "Secret", f"{name}-migrate-secret", namespace) is None
+    assert cluster.get("v1", "Secret", f"{name}-secret", namespace)
     uninstall = _helm(helm_path, "uninstall", release, "--namespace", namespace)
     output, _ = uninstall.communicate(timeout=120)
     assert uninstall.returncode == 0, output
     assert cluster.get("apps/v1", "Deployment", f"{name}-web", namespace) is None
-    assert cluster.get("rbac.authorization.k8s.io/v1", "ClusterRole", f"{name}-worker") is None
+    for kind, left in (("ConfigMap", "config"), ("Secret", "secret")):  # no copy left either
+        for copy in (left, f"migrate-{left}"):
+            assert cluster.get("v1", kind, f"{name}-{copy}", namespace) is None, copy
+    shared = f"{name}-{namespace}-worker"
+    assert cluster.get("rbac.authorization.k8s.io/v1", "ClusterRole", shared) is None
+    policy = ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", shared)
+    assert cluster.get(*policy) is None

@@ -3,7 +3,8 @@ API server; the reconcile and collector tests then run with the portal acting as
 the collector's account (a TokenRequest token in KUBECONFIG) and pass. Each rule of the worker's
 role removed in turn makes a test that needs it fail with the API server's 403; each rule of the
 collector's roles removed makes the informers it serves refused. The web account reads what its
-pages show and writes nothing."""
+pages show and writes nothing. The worker's ValidatingAdmissionPolicy is in place for all of it,
+and refuses the worker's writes outside the portal's own namespaces, queues and routes."""
 
 import os
 import subprocess
@@ -135,7 +136,15 @@ class Identities:
             m
             for m in render(helm_path, self.release, self.namespace)
             if m["kind"]
-            in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+            in (
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "ValidatingAdmissionPolicy",
+                "ValidatingAdmissionPolicyBinding",
+            )
         ]
 
     def name(self, component):
@@ -154,6 +163,25 @@ class Identities:
             manifest["metadata"].setdefault("namespace", self.namespace)
             self.admin.apply_one(manifest)
         self.kubeconfigs = {c: self._kubeconfig(c) for c in ("web", "worker", "collector")}
+        self._policy_seen()
+
+    def _policy_seen(self):
+        """Wait until the API server enforces the worker's policy (its informer syncs)."""
+        worker = Cluster.connect(self.kubeconfigs["worker"])
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "probe", "namespace": self.namespace},
+        }
+
+        def refused():
+            try:
+                worker.apply_one(probe, dry_run=True)
+            except PermanentK8sError as exc:
+                return "denied request" in exc.message
+            return False
+
+        wait_for(refused, timeout=60, message="the worker's admission policy to be enforced")
 
     def _kubeconfig(self, component):
         token = self.admin.service_account_token(self.namespace, self.name(component))
@@ -183,7 +211,8 @@ class Identities:
         for manifest in self.manifests:
             if manifest["kind"] != "ServiceAccount":
                 meta = manifest["metadata"]
-                self.admin.delete(RBAC_API, manifest["kind"], meta["name"], meta.get("namespace"))
+                namespace = meta.get("namespace") if manifest["apiVersion"] == RBAC_API else None
+                self.admin.delete(manifest["apiVersion"], manifest["kind"], meta["name"], namespace)
         self.admin.delete("v1", "Namespace", self.namespace)
 
 
@@ -396,3 +425,74 @@ def test_the_web_account_reads_what_its_pages_show_and_writes_nothing(
         with pytest.raises(PermanentK8sError) as refused:
             write()
         assert refused.value.status == 403
+
+
+def _refusal(act):
+    try:
+        act()
+    except PermanentK8sError as exc:
+        return exc.message
+    return None
+
+
+def test_the_worker_writes_nothing_outside_the_portals_own_namespaces_and_queues(
+    identities, cluster
+):
+    """Its role is cluster-wide (tenants come and go), so its admission policy keeps a stolen
+    worker token from writing anywhere else: no Secret or Volcano job in another namespace, no
+    namespace that is not a tenant's, no tenant namespace without Pod Security, no queue of
+    Volcano's own. It reads no Secrets at all."""
+    worker = Cluster.connect(identities.kubeconfigs["worker"])
+    slug = uuid.uuid4().hex[:6]
+    ours = {"app.kubernetes.io/managed-by": "gpu-portal"}
+    baseline = {**ours, "pod-security.kubernetes.io/enforce": "baseline"}
+
+    def namespace(name, labels):
+        return {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels},
+        }
+
+    def secret(namespace):
+        meta = {"name": "keys", "namespace": namespace, "labels": ours}
+        return {"apiVersion": "v1", "kind": "Secret", "metadata": meta}
+
+    refused = {
+        "a Secret elsewhere": lambda: worker.apply_one(secret(identities.namespace)),
+        "a Secret in kube-system": lambda: worker.apply_one(secret("kube-system")),
+        "a namespace not a tenant's": lambda: worker.apply_one(namespace(f"evil-{slug}", baseline)),
+        "a tenant namespace without Pod Security": lambda: worker.apply_one(
+            namespace(f"tenant-{slug}", ours)
+        ),
+        "a privileged tenant namespace": lambda: worker.apply_one(
+            namespace(
+                f"tenant-{slug}", {**ours, "pod-security.kubernetes.io/enforce": "privileged"}
+            )
+        ),
+        "Volcano's default queue": lambda: worker.apply_one(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": "default", "labels": ours},
+            }
+        ),
+    }
+    for what, act in refused.items():
+        said = _refusal(act)
+        assert said is not None, what
+        assert "denied request" in said, (what, said)
+    assert "forbidden" in (_refusal(lambda: worker.list("v1", "Secret")) or "").lower()
+    queue = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": f"tenant-{slug}", "labels": ours},
+        "spec": {"weight": 1},
+    }
+    try:  # what a tenant's run writes
+        worker.apply_one(namespace(f"tenant-{slug}", baseline))
+        assert _refusal(lambda: worker.apply_one(secret(f"tenant-{slug}"))) is None
+        assert _refusal(lambda: worker.apply_one(queue)) is None
+    finally:
+        cluster.delete("v1", "Namespace", f"tenant-{slug}")
+        cluster.delete("scheduling.volcano.sh/v1beta1", "Queue", f"tenant-{slug}")

@@ -29,8 +29,23 @@ app.kubernetes.io/component: {{ .component }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* The Secret and ConfigMap processes read ({root, migrate}): the migration Job's copies
+(hooks) when migrate. */}}
 {{- define "gpu-portal.secretName" -}}
-{{- .Values.existingSecret | default (printf "%s-secret" (include "gpu-portal.fullname" .)) -}}
+{{- $copy := ternary "migrate-secret" "secret" .migrate -}}
+{{- .root.Values.existingSecret | default (printf "%s-%s" (include "gpu-portal.fullname" .root) $copy) -}}
+{{- end -}}
+
+{{- define "gpu-portal.configName" -}}
+{{- include "gpu-portal.fullname" .root }}-{{ ternary "migrate-config" "config" .migrate -}}
+{{- end -}}
+
+{{/* The migration Job's copies: made before it, deleted once every hook succeeded (kept when it
+failed, for a look at what it read). */}}
+{{- define "gpu-portal.migrateCopy" -}}
+helm.sh/hook: pre-install,pre-upgrade
+helm.sh/hook-weight: "-10"
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- end -}}
 
 {{/* The ServiceAccount of a component that talks to the API server. */}}
@@ -38,23 +53,25 @@ app.kubernetes.io/component: {{ .component }}
 {{ include "gpu-portal.fullname" .root }}-{{ .component }}
 {{- end -}}
 
-{{/* Settings shared by every process: the ConfigMap, the Secret's keys, extra env. */}}
+{{/* Settings shared by every process ({root, migrate}): the ConfigMap, the Secret's keys,
+extra env. */}}
 {{- define "gpu-portal.env" -}}
+{{- $secret := include "gpu-portal.secretName" . -}}
 envFrom:
   - configMapRef:
-      name: {{ include "gpu-portal.fullname" . }}-config
+      name: {{ include "gpu-portal.configName" . }}
 env:
   {{- range $key := list "SECRET_KEY" "DATABASE_URL" "REDIS_URL" }}
   - name: {{ $key }}
     valueFrom:
-      secretKeyRef: {name: {{ include "gpu-portal.secretName" $ }}, key: {{ $key }}}
+      secretKeyRef: {name: {{ $secret }}, key: {{ $key }}}
   {{- end }}
-  {{- if .Values.oidc.enabled }}
+  {{- if .root.Values.oidc.enabled }}
   - name: OIDC_CLIENT_SECRET
     valueFrom:
-      secretKeyRef: {name: {{ include "gpu-portal.secretName" . }}, key: OIDC_CLIENT_SECRET}
+      secretKeyRef: {name: {{ $secret }}, key: OIDC_CLIENT_SECRET}
   {{- end }}
-  {{- with .Values.extraEnv }}
+  {{- with .root.Values.extraEnv }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
 {{- end -}}
@@ -86,10 +103,15 @@ volumes:
 
 {{/* Container-level settings every component shares (the image is read-only: /tmp is scratch). */}}
 {{- define "gpu-portal.container" -}}
-image: {{ include "gpu-portal.image" . }}
-imagePullPolicy: {{ .Values.image.pullPolicy }}
+{{ include "gpu-portal.containerFor" (dict "root" . "migrate" false) }}
+{{- end -}}
+
+{{/* A process's container ({root, migrate}). */}}
+{{- define "gpu-portal.containerFor" -}}
+image: {{ include "gpu-portal.image" .root }}
+imagePullPolicy: {{ .root.Values.image.pullPolicy }}
 securityContext:
-  {{- toYaml .Values.securityContext | nindent 2 }}
+  {{- toYaml .root.Values.securityContext | nindent 2 }}
 volumeMounts:
   - {name: tmp, mountPath: /tmp}
 {{ include "gpu-portal.env" . }}
