@@ -345,7 +345,11 @@ class EndpointBoardViewSet(viewsets.GenericViewSet):
 
     def list(self, request):
         expiring, expired = endpoints.expiry_board()
-        return Response(self.get_serializer([*expired, *expiring], many=True).data)
+        rows = [*expired, *expiring]
+        page = self.paginate_queryset(rows)
+        if page is None:
+            return Response(self.get_serializer(rows, many=True).data)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
     @extend_schema(request=None, responses=BoardEndpointSerializer)
     @action(detail=True, methods=["post"])
