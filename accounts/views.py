@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -69,8 +70,17 @@ def profile(request):
             "new_token": new_token,
             "keys": request.user.ssh_keys.all(),
             "tokens": request.user.api_tokens.all(),
+            "tokens_lapse": _tokens_lapse(request.user),
         },
     )
+
+
+def _tokens_lapse(user):
+    """When an SSO account's tokens stop working unless it signs in again (None otherwise)."""
+    days = settings.SSO_TOKEN_SIGN_IN_DAYS
+    if not days or not user.socialaccount_set.exists() or user.last_login is None:
+        return None
+    return user.last_login + timedelta(days=days)
 
 
 @login_required

@@ -34,6 +34,9 @@ DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = secret("SECRET_KEY", default="" if not DEBUG else "insecure-development-key")
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set when DEBUG is off.")
+# Earlier keys (space-separated), still accepted for what they signed (sessions, endpoint
+# cookies): a new SECRET_KEY signs nobody out; drop them once sessions have turned over.
+SECRET_KEY_FALLBACKS = secret("SECRET_KEY_FALLBACKS", default="").split()
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_FAILURE_VIEW = "portal.errors.csrf_failure"
 PORTAL_URL = env.str("PORTAL_URL", default="http://127.0.0.1:8000")

@@ -40,7 +40,8 @@ def test_an_existing_secret_replaces_the_charts_own(helm_path):
     web = named(manifests, "Deployment", "-web")
     env = web["spec"]["template"]["spec"]["containers"][0]["env"]
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in env}
-    assert refs == dict.fromkeys(("SECRET_KEY", "DATABASE_URL", "REDIS_URL"), "portal-secrets")
+    keys = ("SECRET_KEY", "DATABASE_URL", "REDIS_URL", "SECRET_KEY_FALLBACKS")
+    assert refs == dict.fromkeys(keys, "portal-secrets")
 
 
 def test_an_unknown_driver_is_refused(helm_path):
@@ -302,3 +303,17 @@ def test_the_charts_job_limits_reach_the_portal_as_it_reads_them(helm_path):
         [],
         ["nvidia"],
     ]
+
+
+def test_earlier_secret_keys_reach_every_process_from_the_secret(helm_path):
+    manifests = render(helm_path, **{"secretKeyFallbacks": "{older,oldest}"})
+    assert named(manifests, "Secret", "gpu-portal-secret")["stringData"][
+        "SECRET_KEY_FALLBACKS"
+    ] == ("older oldest")
+    [web] = named(manifests, "Deployment", "-web")["spec"]["template"]["spec"]["containers"]
+    [fallbacks] = [e for e in web["env"] if e["name"] == "SECRET_KEY_FALLBACKS"]
+    assert (
+        fallbacks["valueFrom"]["secretKeyRef"]["optional"] is True
+    )  # an existing Secret may lack it
+    plain = render(helm_path)
+    assert "SECRET_KEY_FALLBACKS" not in named(plain, "Secret", "gpu-portal-secret")["stringData"]

@@ -143,3 +143,7 @@ def test_an_sso_accounts_api_tokens_work_only_while_it_signs_in(settings, client
     assert api.get("/api/v1/tenants/").status_code == 200
     forward_auth._cache.data.clear()  # a cached refusal lasts FORWARD_AUTH_CACHE_SECONDS at most
     assert forward_auth.token_user(f"Bearer {raw}").id == sam.pk
+    page = client.get("/profile/").content.decode()  # the page says until when, and why
+    assert "You sign in through SSO: your tokens work until" in page
+    client.force_login(local)
+    assert 'data-testid="tokens-lapse"' not in client.get("/profile/").content.decode()

@@ -22,3 +22,29 @@ def test_over_https_the_portals_cookies_are_host_only_by_name():
     # Plain HTTP (a laptop's make run): browsers take __Host- cookies over HTTPS only.
     plain = cookie_settings(SESSION_COOKIE_SECURE="false")
     assert plain == ["sessionid", "csrftoken", False]
+
+
+def test_earlier_secret_keys_are_read_from_the_environment_space_separated():
+    """SECRET_KEY_FALLBACKS: a key rotated signs nobody out while its predecessors are kept."""
+    assert settings_under(["SECRET_KEY_FALLBACKS"], SECRET_KEY_FALLBACKS="old-1  old-2") == [
+        ["old-1", "old-2"]
+    ]
+    assert settings_under(["SECRET_KEY_FALLBACKS"]) == [[]]
+
+
+def test_an_endpoint_cookie_signed_with_an_earlier_key_still_opens_its_endpoint(settings):
+    from django.core import signing
+
+    from jobs.forward_auth import COOKIE_SALT
+
+    settings.SECRET_KEY = "the-old-key-" * 4
+    value = signing.dumps({"e": 1}, salt=COOKIE_SALT)
+    settings.SECRET_KEY = "the-new-key-" * 4
+    try:
+        signing.loads(value, salt=COOKIE_SALT)
+    except signing.BadSignature:
+        pass
+    else:
+        raise AssertionError("a cookie of a key no longer kept was taken")
+    settings.SECRET_KEY_FALLBACKS = ["the-old-key-" * 4]
+    assert signing.loads(value, salt=COOKIE_SALT) == {"e": 1}

@@ -66,6 +66,10 @@ env:
     valueFrom:
       secretKeyRef: {name: {{ $secret }}, key: {{ $key }}}
   {{- end }}
+  # Earlier secret keys, still accepted for what they signed (optional in an existing Secret).
+  - name: SECRET_KEY_FALLBACKS
+    valueFrom:
+      secretKeyRef: {name: {{ $secret }}, key: SECRET_KEY_FALLBACKS, optional: true}
   {{- if .root.Values.oidc.enabled }}
   - name: OIDC_CLIENT_SECRET
     valueFrom:
