@@ -1,5 +1,7 @@
 """Bad input gets a clear, field-keyed error, and nothing is created in the database or cluster."""
 
+import contextlib
+
 import pytest
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
@@ -95,13 +97,22 @@ def test_a_slug_whose_namespace_belongs_to_someone_else_is_refused(admin_user, c
     assert cluster.get(QUEUE_API, "Queue", f"tenant-{slug}") is None
 
 
-def test_guarantees_cannot_add_up_to_more_than_the_cluster_holds(admin_user, cluster, new_slug):
-    node = SimulatedNode(f"test-node-{new_slug()}", 8)
+@contextlib.contextmanager
+def eight_more_gpus(cluster, name):
+    """A simulated 8-GPU node while the block runs; the cluster's GPUs as read with it."""
+    node = SimulatedNode(f"test-node-{name}", 8)
     cluster.apply_one(build_node(node))
     cluster.apply_status(build_node_status(node))
     try:
         cache.delete("node-gpu-summary")
-        capacity = node_gpus().total
+        yield node_gpus().total
+    finally:
+        cluster.delete("v1", "Node", node.name)
+        cache.delete("node-gpu-summary")
+
+
+def test_guarantees_cannot_add_up_to_more_than_the_cluster_holds(admin_user, cluster, new_slug):
+    with eight_more_gpus(cluster, new_slug()) as capacity:
         errors = refused(
             admin_user, slug=new_slug(), gpu_quota=capacity + 1, queue_guarantee_gpus=capacity + 1
         )
@@ -109,8 +120,6 @@ def test_guarantees_cannot_add_up_to_more_than_the_cluster_holds(admin_user, clu
             f"Guarantees would add up to {capacity + 1} GPUs but the cluster holds {capacity}; "
             f"at most {capacity} can be guaranteed to this tenant."
         ]
-    finally:
-        cluster.delete("v1", "Node", node.name)
 
 
 def test_lowering_a_quota_below_current_usage_is_refused_showing_usage(
@@ -140,12 +149,7 @@ def test_a_guarantee_is_lowered_and_other_fields_saved_after_the_cluster_shrank(
 ):
     """Guarantees are checked when made or raised: after a node's GPUs went away, lowering a
     guarantee (the fix) or editing another field was refused for a sum no longer met."""
-    node = SimulatedNode(f"test-node-{new_slug()}", 8)
-    cluster.apply_one(build_node(node))
-    cluster.apply_status(build_node_status(node))
-    try:
-        cache.delete("node-gpu-summary")
-        capacity = node_gpus().total
+    with eight_more_gpus(cluster, new_slug()) as capacity:
         tenant = services.create_tenant(
             actor=admin_user,
             slug=new_slug(),
@@ -153,9 +157,6 @@ def test_a_guarantee_is_lowered_and_other_fields_saved_after_the_cluster_shrank(
             gpu_quota=capacity,
             queue_guarantee_gpus=capacity,
         )
-    finally:
-        cluster.delete("v1", "Node", node.name)
-    cache.delete("node-gpu-summary")
     assert node_gpus().total < capacity
     services.update_tenant(tenant, actor=admin_user, display_name="Renamed")
     services.update_tenant(tenant, actor=admin_user, queue_guarantee_gpus=capacity - 4)
