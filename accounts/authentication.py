@@ -18,7 +18,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if scheme != self.keyword or not raw.startswith(TOKEN_PREFIX):
             return None
         key_id = raw[len(TOKEN_PREFIX) :].split("_", 1)[0]
-        token = ApiToken.objects.usable().select_related("user").filter(key_id=key_id).first()
+        token = ApiToken.objects.checked().filter(key_id=key_id).first()
         if token is None or not hmac.compare_digest(token.token_hash, hash_token(raw)):
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked API token.")
         if not token.user.is_active:

@@ -4,6 +4,7 @@ import hashlib
 import secrets
 from datetime import timedelta
 
+from allauth.socialaccount.models import SocialAccount
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 from django.conf import settings
@@ -20,6 +21,12 @@ def hash_token(raw):
 
 
 class ApiTokenQuerySet(models.QuerySet):
+    def checked(self):
+        """Usable tokens with their user and whether it signs in through SSO, read in the one
+        query every API request and endpoint makes (see `works_until`)."""
+        sso = SocialAccount.objects.filter(user_id=models.OuterRef("user_id"))
+        return self.usable().select_related("user").annotate(sso=models.Exists(sso))
+
     def usable(self):
         now = timezone.now()
         return self.filter(revoked_at__isnull=True).filter(
@@ -57,7 +64,10 @@ class ApiToken(models.Model):
         token must not carry what the provider took away for the rest of its year."""
         limits = [self.expires_at]
         days = settings.SSO_TOKEN_SIGN_IN_DAYS
-        if days and self.user.socialaccount_set.exists():
+        sso = getattr(self, "sso", None)  # read with it by `checked()`
+        if sso is None:
+            sso = self.user.socialaccount_set.exists()
+        if days and sso:
             signed_in = self.user.last_login or self.created_at
             limits.append(signed_in + timedelta(days=days))
         return min((t for t in limits if t is not None), default=None)

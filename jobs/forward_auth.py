@@ -177,7 +177,7 @@ def _load_user(user_id: int) -> UserFacts | None:
 def _load_token(raw: str) -> tuple[int, datetime | None] | None:
     """(its user, when it expires): a cached token is refused the moment it expires."""
     key_id = raw[len(TOKEN_PREFIX) :].split("_", 1)[0]
-    token = ApiToken.objects.usable().select_related("user").filter(key_id=key_id).first()
+    token = ApiToken.objects.checked().filter(key_id=key_id).first()
     if token is None or not secrets.compare_digest(token.token_hash, hash_token(raw)):
         return None
     return token.user_id, token.works_until()
