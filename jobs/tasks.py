@@ -257,14 +257,12 @@ def _ensure(job):
     # Still Submitting, no run recorded its Volcano job: it is created without a read first (a
     # read on the path of every launch). One a run created before it stopped is read once
     # Volcano refuses to create it again.
-    recorded = None  # whether a run recorded its submission, read only when it matters
-    if job.state == JobState.SUBMITTING and not (recorded := _submission_said(job)):
+    recorded = bool(job.phase) or _submission_said(job)  # a run created its Volcano job
+    if job.state == JobState.SUBMITTING and not recorded:
         vcjob = None
     else:
         vcjob = cluster.get(VCJOB_API, "Job", spec.name, spec.namespace)
-    if vcjob is None and (
-        job.phase or (recorded if recorded is not None else _submission_said(job))
-    ):
+    if vcjob is None and recorded:
         # It existed (we saw its phase, or a run recorded creating it: Volcano may delete it
         # before the portal sees a phase) and is gone: a TTL cleanup or someone's delete. Never
         # create it again behind the user's back: it ends here, and can be relaunched.
@@ -272,8 +270,7 @@ def _ensure(job):
             said = (
                 f"The Volcano job was removed (its ttl_seconds_after_finished) before the portal "
                 f"saw how it ended (last phase seen {job.phase or 'none yet'}); its outcome is "
-                "unknown: see "
-                "its logs or outputs. Relaunch the job to run it again."
+                "unknown: see its logs or outputs. Relaunch the job to run it again."
             )
         else:
             said = (
