@@ -72,6 +72,7 @@ def make_tenant():
         max_running_jobs=1_000_000,
         storage_quota_gib=1_000_000,
         pvc_quota=1_000_000,
+        pod_quota=1_000_000,
     )
     reconcile_tenant(tenant.pk)
     Membership.objects.create(tenant=tenant, user=user, role=Role.RESEARCHER)

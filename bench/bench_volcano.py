@@ -192,6 +192,7 @@ def make_tenant():
         max_running_jobs=max(JOBS, NODES),
         storage_quota_gib=2 * max(DRAIN_JOBS, JOBS),  # finished jobs keep their claims
         pvc_quota=2 * max(DRAIN_JOBS, JOBS),  # each run's claims are deleted after it
+        pod_quota=2 * max(JOBS, NODES),  # the script's pods count too, until they stop
     )
     reconcile_tenant(tenant.pk)
     Membership.objects.create(tenant=tenant, user=user, role=Role.RESEARCHER)

@@ -1,5 +1,5 @@
 """The portal's own queue in front of Volcano (like Kueue's admission): jobs beyond the tenant's
-GPU, CPU, memory or storage quota, its member cap or its running-job limit wait as `queued` and
+GPU, CPU, memory, storage or pod quota, its member cap or its running-job limit wait as `queued` and
 are submitted in order as quota frees up. Admission runs with the tenant row locked, so
 concurrent launches can never put more into the cluster than the quota allows; so the
 ResourceQuota and the Volcano queue (both set to the same quota) never refuse an admitted job.
@@ -34,6 +34,7 @@ _HELD = {
     "gpus": Sum("gpus", filter=_HOLDING),
     "cpu": Sum("cpu_millicores", filter=_HOLDING),
     "mem": Sum("memory_mib", filter=_HOLDING),
+    "pods": Sum("pods", filter=_HOLDING),
     "jobs": Count("id", filter=_HOLDING),
 }
 _WAITING = Q(state=JobState.QUEUED, cancel_requested=False, delete_requested=False)
@@ -51,7 +52,7 @@ def admit_locked(tenant, *, arriving=None):
         waiting=Count("id", filter=_WAITING), **_HELD, **_WORKSPACES
     )
     used, running = totals["gpus"] or 0, totals["jobs"]
-    cpu, memory = totals["cpu"] or 0, totals["mem"] or 0
+    cpu, memory, pods = totals["cpu"] or 0, totals["mem"] or 0, totals["pods"] or 0
     storage, pvcs = _with_data_volumes(tenant, totals)
     per_owner = {}  # GPUs each member holds, read only when members have a cap
     if tenant.member_gpu_cap is not None:
@@ -70,6 +71,7 @@ def admit_locked(tenant, *, arriving=None):
             or used + job.gpus > tenant.gpu_quota
             or cpu + job.cpu_millicores > tenant.cpu_quota * 1000
             or memory + job.memory_mib > tenant.memory_quota_gib * 1024
+            or pods + job.pods > tenant.pod_quota
             or storage + disk > tenant.storage_quota_gib
             or pvcs + claims > tenant.pvc_quota
         )
@@ -83,7 +85,7 @@ def admit_locked(tenant, *, arriving=None):
             continue
         admitted.append(job)
         used, running = used + job.gpus, running + 1
-        cpu, memory = cpu + job.cpu_millicores, memory + job.memory_mib
+        cpu, memory, pods = cpu + job.cpu_millicores, memory + job.memory_mib, pods + job.pods
         storage, pvcs = storage + disk, pvcs + claims
         per_owner[job.owner_id] = per_owner.get(job.owner_id, 0) + job.gpus
     # Jobs waiting for their owner's cap alone get no volumes ahead: their claims would take
@@ -167,6 +169,7 @@ def quota_conflicts(tenant):
             1,
         ),
         "pvc_quota": (claims, tenant.pvc_quota, "volume claims", None, 1),
+        "pod_quota": (held["pods"] or 0, tenant.pod_quota, "pods", "pods", 1),
     }
     errors = {}
     waiting = Job.objects.filter(_WAITING, tenant=tenant)
@@ -292,6 +295,9 @@ def why_queued(job):
             f"{_gib(job.memory_mib)} GiB of memory ({_gib(max(free, 0))} of the tenant's "
             f"{tenant.memory_quota_gib} GiB free)"
         )
+    free = tenant.pod_quota - (totals["pods"] or 0)
+    if job.pods > free:
+        reasons.append(f"{job.pods} pods ({max(free, 0)} of the tenant's {tenant.pod_quota} free)")
     if not job.volumes_ahead_at:
         free = tenant.storage_quota_gib - storage
         if job.storage_gib > free:

@@ -98,21 +98,31 @@ def scheduling_warnings(spec: JobSpec) -> list[str]:
 
 
 def _check_compute(tenant: Tenant, spec: JobSpec) -> None:
-    """CPU and memory beyond the tenant's whole quota: the ResourceQuota would refuse the pods
-    and the Volcano queue would never admit the job."""
+    """CPU, memory or pods beyond the tenant's whole quota: the ResourceQuota would refuse the
+    pods and the Volcano queue would never admit the job."""
+    cpu, memory = spec.total_cpu_millicores / 1000, spec.total_memory_mib / 1024
     asked = {
-        "CPU cores": (spec.total_cpu_millicores / 1000, tenant.cpu_quota, "cpu"),
-        "GiB of memory": (spec.total_memory_mib / 1024, tenant.memory_quota_gib, "memory"),
+        "cpu": (cpu, tenant.cpu_quota, f"This job's pods ask for {cpu:g} CPU cores together"),
+        "memory": (
+            memory,
+            tenant.memory_quota_gib,
+            f"This job's pods ask for {memory:g} GiB of memory together",
+        ),
+        "replicas": (
+            spec.total_replicas,
+            tenant.pod_quota,
+            f"This job runs {spec.total_replicas} pods (the replicas of all its tasks)",
+        ),
     }
-    for words, (total, quota, field) in asked.items():
+    for field, (total, quota, said) in asked.items():
         if total > quota:
             raise ValidationError(
                 {
                     f"tasks.{field}": [
                         ValidationError(
-                            f"This job's pods ask for {total:g} {words} together but the "
-                            f"tenant's whole quota is {quota}; it could never start. Ask for "
-                            "fewer replicas or less per task, or ask a platform admin for more.",
+                            f"{said} but the tenant's whole quota is {quota}; it could never "
+                            "start. Ask for fewer replicas or less per task, or ask a platform "
+                            "admin for more.",
                             code="over_quota",
                         )
                     ]
@@ -330,6 +340,7 @@ def launch_job(
             gpus=spec.total_gpus,
             cpu_millicores=spec.total_cpu_millicores,
             memory_mib=spec.total_memory_mib,
+            pods=spec.total_replicas,
             storage_gib=spec.workspace_gib,
             data_volume=data_volume,
             networks=networks,

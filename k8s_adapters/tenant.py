@@ -34,6 +34,7 @@ class TenantSpec:
     memory_gib: int
     storage_gib: int
     pvcs: int
+    pods: int
     queue_weight: int = 1
     deserved_gpus: int | None = None
     guarantee_gpus: int = 0
@@ -125,6 +126,7 @@ def build_resource_quota(spec: TenantSpec) -> dict:
                 "requests.memory": f"{spec.memory_gib}Gi",
                 "requests.storage": f"{spec.storage_gib}Gi",
                 "persistentvolumeclaims": str(spec.pvcs),
+                "pods": str(spec.pods),
             }
         },
     }

@@ -9,6 +9,7 @@ MAX_CPU = 10_000_000
 MAX_MEMORY_GIB = 100_000_000
 MAX_STORAGE_GIB = 1_000_000_000
 MAX_PVCS = 1_000_000
+MAX_PODS = 1_000_000
 MAX_RUNNING_JOBS = 1_000_000
 MAX_ENDPOINT_HOURS = 24 * 365
 
@@ -19,6 +20,7 @@ QUOTA_FIELDS = [
     "memory_quota_gib",
     "storage_quota_gib",
     "pvc_quota",
+    "pod_quota",
     "max_running_jobs",
     "member_gpu_cap",
     "endpoint_default_hours",

@@ -243,6 +243,7 @@ QUOTA_CHECKS = [
     ("memory_quota_gib", "requests.memory", lambda v: v / 1024**3, "GiB of memory"),
     ("storage_quota_gib", "requests.storage", lambda v: v / 1024**3, "GiB of storage"),
     ("pvc_quota", "persistentvolumeclaims", lambda v: v, "volumes"),
+    ("pod_quota", "pods", lambda v: v, "pods"),
 ]
 
 

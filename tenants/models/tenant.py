@@ -73,6 +73,13 @@ class Tenant(Reconciled):
     pvc_quota = models.PositiveIntegerField(
         "Volumes (PVCs)", default=50, validators=_limit(c.MAX_PVCS)
     )
+    pod_quota = models.PositiveIntegerField(
+        "Pods",
+        default=256,
+        validators=[MinValueValidator(1), MaxValueValidator(c.MAX_PODS)],
+        help_text="The most pods the tenant's jobs run at once (one per replica of each task). "
+        "Without it, jobs of many tiny replicas could fill every node's pod slots.",
+    )
     max_running_jobs = models.PositiveIntegerField(
         default=20, validators=[MinValueValidator(1), MaxValueValidator(c.MAX_RUNNING_JOBS)]
     )
@@ -197,6 +204,7 @@ class Tenant(Reconciled):
             memory_gib=self.memory_quota_gib,
             storage_gib=self.storage_quota_gib,
             pvcs=self.pvc_quota,
+            pods=self.pod_quota,
             queue_weight=self.queue_weight,
             deserved_gpus=self.queue_deserved_gpus,
             guarantee_gpus=self.queue_guarantee_gpus,
@@ -240,4 +248,5 @@ class Tenant(Reconciled):
                 self.pvc_quota,
                 used.get("persistentvolumeclaims", "0"),
             ),
+            ("Pods", "pods", self.pod_quota, used.get("pods", "0")),
         ]

@@ -575,6 +575,33 @@ def test_a_quota_is_not_lowered_below_what_admitted_jobs_hold_or_a_queued_job_ne
 
 
 @pytest.mark.django_db
+def test_jobs_beyond_the_pod_quota_wait_and_say_so_and_the_quota_keeps_above_what_runs():
+    tenant = Tenant.objects.create(
+        slug="pods", display_name="P", gpu_quota=8, max_running_jobs=10, pod_quota=5
+    )
+    admin = get_user_model().objects.create(username="pod-admin", is_staff=True)
+    owner = get_user_model().objects.create(username="pod-owner")
+    now = timezone.now()
+    wide, next_one = queued(tenant, owner, "wide", now), queued(tenant, owner, "next", now)
+    Job.objects.filter(pk__in=[wide.pk, next_one.pk]).update(pods=3)
+    assert admission.admit(tenant.pk) == [wide.pk]  # 3 of 5 pods held: 3 more do not fit
+    next_one.refresh_from_db()
+    assert admission.why_queued(next_one) == ["3 pods (2 of the tenant's 5 free)"]
+
+    from tenants import services as tenant_services
+
+    with pytest.raises(tenant_services.ValidationError) as caught:
+        tenant_services.update_tenant(tenant, actor=admin, pod_quota=2)
+    assert caught.value.message_dict["pod_quota"] == [
+        "Admitted jobs hold 3 pods now: lower it once they end, or cancel some first."
+    ]
+    Job.objects.filter(pk=wide.pk).update(
+        state=JobState.SUCCEEDED, quota_released_at=timezone.now()
+    )
+    assert admission.admit(tenant.pk) == [next_one.pk]
+
+
+@pytest.mark.django_db
 def test_a_launch_right_after_a_storage_raise_waits_for_the_cluster_instead_of_failing(
     cluster, team, templates, django_capture_on_commit_callbacks
 ):

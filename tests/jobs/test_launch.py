@@ -122,6 +122,28 @@ def test_a_job_larger_than_the_whole_quota_is_refused(team, templates, launch):
     assert not Job.objects.exists()
 
 
+def test_a_job_of_more_pods_than_the_tenant_may_run_is_refused_by_its_replicas(
+    client, team, templates
+):
+    """Replicas of tiny requests fit any CPU quota: the pod quota keeps a tenant from filling
+    every node's pod slots, and a job that could never fit it is refused in words."""
+    Tenant.objects.filter(pk=team["tenant"].pk).update(gpu_quota=1000, pod_quota=3)
+    url = f"/api/v1/tenants/{team['tenant'].slug}/jobs/"
+    body = {"template": "pytorch-ddp", "name": "wide", "replicas": {"worker": 3}}
+    client.force_login(team["bob"])
+    refused = client.post(url, body, content_type="application/json")
+    assert refused.status_code == 400
+    assert [e["message"] for e in refused.json()["errors"]["tasks.replicas"]] == [
+        "This job runs 4 pods (the replicas of all its tasks) but the tenant's whole quota is "
+        "3; it could never start. Ask for fewer replicas or less per task, or ask a platform "
+        "admin for more."
+    ]
+    assert not Job.objects.exists()
+    body["replicas"] = {"worker": 2}
+    assert client.post(url, body, content_type="application/json").status_code == 201
+    assert Job.objects.get(name="wide").pods == 3
+
+
 def test_more_gpus_per_replica_than_any_node_has_is_a_warning(
     cluster, team, templates, launch, django_capture_on_commit_callbacks
 ):

@@ -23,7 +23,7 @@ def test_a_platform_admin_creates_a_tenant_and_it_is_reconciled(
     with django_capture_on_commit_callbacks(execute=True):
         response = api.post(
             "/api/v1/tenants/",
-            {"slug": slug, "display_name": "Speech", "gpu_quota": 6},
+            {"slug": slug, "display_name": "Speech", "gpu_quota": 6, "pod_quota": 40},
             format="json",
         )
     assert response.status_code == 201
@@ -32,6 +32,7 @@ def test_a_platform_admin_creates_a_tenant_and_it_is_reconciled(
     assert body["queue"] == f"tenant-{slug}"
     quota = cluster.get("v1", "ResourceQuota", "gpu-portal", f"tenant-{slug}")
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "6"
+    assert quota["spec"]["hard"]["pods"] == "40"  # the API server counts the tenant's pods
     assert api.get(f"/api/v1/tenants/{slug}/").json()["sync_state"] == "in_sync"
 
 

@@ -15,6 +15,7 @@ SPEC = TenantSpec(
     memory_gib=512,
     storage_gib=1024,
     pvcs=50,
+    pods=300,
     queue_weight=2,
     deserved_gpus=12,
     guarantee_gpus=4,
@@ -104,6 +105,7 @@ def test_a_tenant_is_a_namespace_quota_limit_range_isolation_policy_and_queue():
                 "requests.memory": "512Gi",
                 "requests.storage": "1024Gi",
                 "persistentvolumeclaims": "50",
+                "pods": "300",
             }
         },
     }

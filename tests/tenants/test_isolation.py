@@ -25,6 +25,7 @@ ENDPOINTS = [
             "memory_quota_gib": 512,
             "storage_quota_gib": 1024,
             "pvc_quota": 50,
+            "pod_quota": 256,
             "max_running_jobs": 20,
             "endpoint_default_hours": 8,
             "endpoint_max_hours": 72,
