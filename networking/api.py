@@ -56,8 +56,8 @@ class PoolSerializer(FixedOnceMade, NoUnknownFields, serializers.ModelSerializer
 
     def to_representation(self, pool):
         """Members of a tenant see a pool open to it, not who else uses it: the other tenants,
-        Whereabouts' allocations (pods of other namespaces) and reservation conflicts (their
-        owners) are for platform admins."""
+        Whereabouts' allocations (pods of other namespaces), reservation conflicts (their
+        owners) and sync errors are for platform admins."""
         data = super().to_representation(pool)
         request = self.context.get("request")
         if request is not None and not request.user.is_staff:
@@ -65,6 +65,8 @@ class PoolSerializer(FixedOnceMade, NoUnknownFields, serializers.ModelSerializer
             data["tenants"] = [slug for slug in data["tenants"] if slug in visible]
             data["observed_allocations"] = type(data["observed_allocations"])()
             data["conflicts"] = []
+            # Errors applying its networks name other tenants' namespaces.
+            data["sync_message"] = ""
         return data
 
 
@@ -197,6 +199,8 @@ class PoolViewSet(
         try:
             services.release_reservation(reservation, actor=request.user)
         except services.ValidationError as exc:
+            if exc.code == "gone":  # released, or its pool deleted, by another request
+                raise NotFound(exc.messages[0]) from exc
             return Response(
                 {"detail": exc.messages[0], "code": "conflict", "errors": {}},
                 status=status.HTTP_409_CONFLICT,

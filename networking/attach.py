@@ -19,9 +19,13 @@ def validate_requests(tenant, networks, total_replicas):
         return []
     errors, pools = {}, []
     requested = {str(request.get("pool")) for request in networks}
-    allowed = {p.name: p for p in IPPool.objects.for_tenant(tenant).filter(name__in=requested)}
-    held = _key_share({p.pk for p in allowed.values()})
-    allowed = {name: p for name, p in allowed.items() if p.pk in held}
+    named = IPPool.objects.filter(name__in=requested).values_list("pk", flat=True)
+    held = _key_share(set(named))
+    # Read once the pools are held: a tenant taken off a pool meanwhile (that change waits for
+    # launches holding it, then commits) is seen here, and its job is refused, not saved on a
+    # pool whose networks are about to leave its namespace.
+    usable = IPPool.objects.for_tenant(tenant).filter(pk__in=held)
+    allowed = {p.name: p for p in usable}
     for i, request in enumerate(networks):
         pool = allowed.get(request.get("pool"))
         if pool is None:

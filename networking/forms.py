@@ -45,4 +45,5 @@ class ReserveForm(forms.Form):
 
     def __init__(self, *args, pool, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["tenant"].queryset = pool.tenants.all()
+        # As the API: an archived tenant runs no jobs, and gets no new addresses.
+        self.fields["tenant"].queryset = Tenant.objects.active().filter(ip_pools=pool)

@@ -75,6 +75,11 @@ def parse_exclusion(text, version=4):
     text = text.strip()
     if "/" in text:
         net = ipaddress.ip_network(text, strict=False)
+        if net.network_address != ipaddress.ip_address(text.split("/", 1)[0]):
+            raise ValueError(
+                f"{text} has host bits set: the network is {net} ({net.network_address} to "
+                f"{net.broadcast_address}); write that, or a range such as A-B"
+            )
         if net.version != version:
             raise ValueError(f"{text} is not an IPv{version} network")
         return int(net.network_address), int(net.broadcast_address)

@@ -19,9 +19,10 @@ from .fields import IPIntegerField
 
 
 def validate_ifname(value):
-    if not ipmath.LINUX_IFNAME.match(value) or value in (".", ".."):
+    too_long = len(value.encode()) > 15  # Linux counts bytes (IFNAMSIZ), not characters
+    if not ipmath.LINUX_IFNAME.match(value) or value in (".", "..") or too_long:
         raise ValidationError(
-            f"'{value}' is not a Linux interface name: at most 15 characters, "
+            f"'{value}' is not a Linux interface name: at most 15 bytes, "
             "no '/', ':' or spaces (for example 'bond0' or 'enp5s0f1').",
             code="invalid_ifname",
         )
@@ -170,7 +171,7 @@ class IPPool(Reconciled):
         if family:
             raise ValidationError({**errors, **family})
         errors.update(self._range_errors(net))
-        if len(self.master_device) > 15:
+        if len(self.master_device.encode()) > 15:
             errors["vlan"] = (
                 f"The VLAN interface name '{self.master_device}' is longer than "
                 "Linux's 15 characters; use a shorter host interface name."

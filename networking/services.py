@@ -146,6 +146,7 @@ def update_pool(
     _check_shrink(pool)
     if pool.whereabouts_name != previous.whereabouts_name:
         _check_renumber(previous)
+    _check_l2_change(pool, previous)
     pool.free_hint = None  # exclusions or the range may have changed: search from the start
     if tenants is not None:
         tenants = list(tenants)
@@ -181,6 +182,38 @@ def _check_renumber(pool: IPPool) -> None:
                 f"keeps its addresses per CIDR), and it is in use: {listed(blockers)}. Change "
                 "the range or exclusions instead, or wait for its jobs to end and release its "
                 "addresses."
+            }
+        )
+
+
+L2_FIELDS = {"master": "host interface", "vlan": "VLAN", "cni_type": "plugin", "mtu": "MTU"}
+
+
+def _check_l2_change(pool: IPPool, previous: IPPool) -> None:
+    """A pool's interface, VLAN, plugin and MTU reach the pods that start after a change: a
+    job whose pods restart or start late would be split across two L2 networks (its
+    collective then hangs). So they change only while nothing uses the pool."""
+    changed = [name for name in L2_FIELDS if getattr(pool, name) != getattr(previous, name)]
+    if not changed:
+        return
+    words = [L2_FIELDS[name] for name in changed]
+    what = " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
+    try:
+        blockers = delete_blocked_by(previous, live_allocations(previous))
+    except K8sError as exc:
+        raise ValidationError(
+            {
+                changed[0]: f"Cannot read Whereabouts' allocations of the pool ({exc}); try "
+                "again once the cluster answers."
+            }
+        ) from exc
+    if blockers:
+        raise ValidationError(
+            {
+                changed[0]: f"The {what} can change only while nothing uses the pool: pods "
+                "started after the change would join another network than their job's running "
+                f"pods. It is in use: {listed(blockers)}. Wait for its jobs to end, or make a "
+                "new pool."
             }
         )
 
@@ -390,7 +423,21 @@ def reuse_pinned(pool: IPPool, *, tenant: Tenant, owner: Any, job: Any) -> IPRes
 def release_reservation(reservation: IPReservation, *, actor: Any) -> None:
     """A platform admin's release of a reserved address, refused while the job it was reserved
     for may still hold it: Whereabouts would hand it to the next pod beside the job's own. The
-    job's end releases it (a pinned one stays until released here)."""
+    job's end releases it (a pinned one stays until released here). It takes the pool's turn
+    and reads the reservation again: a launch reusing a pinned address meanwhile holds it."""
+    with transaction.atomic():
+        _locked(reservation.pool)
+        now = (
+            IPReservation.objects.select_related("pool", "tenant", "owner", "job__tenant")
+            .filter(pk=reservation.pk)
+            .first()
+        )
+        if now is None:
+            raise ValidationError("This reservation was released meanwhile.", code="gone")
+        _release_unless_held(now, actor=actor)
+
+
+def _release_unless_held(reservation: IPReservation, *, actor: Any) -> None:
     blockers = [item for check in release_blockers for item in check(reservation)]
     if blockers:
         raise ValidationError(

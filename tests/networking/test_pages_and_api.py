@@ -85,12 +85,14 @@ def test_a_member_sees_a_shared_pool_without_who_else_uses_it(team, admin):
     other = Tenant.objects.create(slug=f"other-{uuid.uuid4().hex[:6]}", display_name="Other")
     pool = services.create_pool(actor=admin, tenants=[team["tenant"], other], **POOL)
     IPPool.objects.filter(pk=pool.pk).update(
-        observed_allocations=[{"address": "10.88.0.10", "podref": f"{other.namespace}/secret-pod"}]
+        observed_allocations=[{"address": "10.88.0.10", "podref": f"{other.namespace}/secret-pod"}],
+        sync_message=f'forbidden: namespace "{other.namespace}" is being terminated',
     )
     seen = api(team["bob"]).get("/api/v1/ip-pools/mgmt-a/").json()
     assert seen["tenants"] == [team["tenant"].slug]
     assert seen["observed_allocations"] == []
     assert "secret-pod" not in str(seen)
+    assert other.namespace not in str(seen)  # nor a sync error naming its namespace
     everything = api(admin).get("/api/v1/ip-pools/mgmt-a/").json()
     assert sorted(everything["tenants"]) == sorted([team["tenant"].slug, other.slug])
     assert "secret-pod" in str(everything["observed_allocations"])

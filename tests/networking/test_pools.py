@@ -5,8 +5,11 @@ import threading
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection
+from django.utils import timezone
 
-from networking import ipmath, services
+from jobs.choices import JobState
+from jobs.models import Job
+from networking import attach, ipmath, services
 from networking.allocation import first_free
 from networking.models import IPReservation, ReservationBlock
 from tests.tenants.conftest import make_user
@@ -64,6 +67,16 @@ def test_exclusions_must_lie_inside_the_range_and_parse(make_pool):
         "'bogus' is not an address, a-b range or CIDR ('bogus' does not appear to be an IPv4 "
         "or IPv6 address).",
     ] or "bogus" in " ".join(found["exclusions"])
+
+
+def test_an_exclusion_written_as_a_network_with_host_bits_says_which_network_it_is(make_pool):
+    """It excluded 10.20.0.96-111 without a word (or blamed the range when that fell outside)."""
+    found = errors(make_pool, exclusions=["10.20.0.100/28"])
+    assert found["exclusions"] == [
+        "'10.20.0.100/28' is not an IPv4 address, a-b range or CIDR (10.20.0.100/28 has host "
+        "bits set: the network is 10.20.0.96/28 (10.20.0.96 to 10.20.0.111); write that, or a "
+        "range such as A-B)."
+    ]
 
 
 def test_overlapping_pools_on_one_l2_domain_are_refused_naming_the_other(make_pool):
@@ -127,6 +140,7 @@ def test_two_overlapping_pools_created_at_once_are_not_both_saved(admin):
         ("a" * 16, None, "master"),
         ("en p5s0", None, "master"),
         ("enp5s0f1np1", 4000, "vlan"),
+        ("ëth0ëth0ëth0ëth", None, "master"),  # 15 characters, 19 bytes: Linux counts bytes
     ],
 )
 def test_interface_names_follow_linux_rules(make_pool, master, vlan, field):
@@ -199,6 +213,51 @@ def test_shrinking_below_live_reservations_is_refused_listing_them(make_pool, te
         services.update_pool(pool, actor=admin, exclusions=["10.20.0.140-10.20.0.160"])
     pool.refresh_from_db()
     assert pool.range_end == "10.20.0.200"
+
+
+def test_a_pools_vlan_and_mtu_change_only_while_nothing_uses_it(make_pool, tenant, admin):
+    """Pods started after such a change join another network than their job's running pods."""
+    pool = make_pool()
+    pool.tenants.add(tenant)
+    bob = make_user("bob")
+    tenant.memberships.create(user=bob, role="researcher")
+    held = services.reserve_address(pool, tenant=tenant, owner=bob, actor=admin)
+    with pytest.raises(ValidationError) as caught:
+        services.update_pool(pool, actor=admin, vlan=101, mtu=9000)
+    [message] = caught.value.message_dict["vlan"]
+    assert message.startswith("The VLAN and MTU can change only while nothing uses the pool")
+    assert f"{held.ip} reserved for bob in {tenant.slug}" in message
+    pool.refresh_from_db()
+    assert (pool.vlan, pool.mtu) == (100, 1500)
+    services.release_reservation(held, actor=admin)
+    changed = services.update_pool(pool, actor=admin, vlan=101, mtu=9000)
+    assert (changed.vlan, changed.mtu) == (101, 9000)
+
+
+def test_a_release_checks_the_reservation_as_it_is_now_not_as_the_page_read_it(
+    make_pool, tenant, admin
+):
+    """A launch reusing a pinned address between the admin's read and release held it: the
+    release went ahead, and Whereabouts could hand the job's address to another pod."""
+    pool = make_pool()
+    pool.tenants.add(tenant)
+    bob = make_user("bob")
+    tenant.memberships.create(user=bob, role="researcher")
+    read = services.reserve_address(pool, tenant=tenant, owner=bob, actor=admin, pinned=True)
+    job = Job.objects.create(
+        tenant=tenant,
+        owner=bob,
+        name="dev",
+        spec={},
+        gpus=1,
+        state=JobState.RUNNING,
+        queued_at=timezone.now(),
+    )
+    services.IPReservation.objects.filter(pk=read.pk).update(job=job)  # the launch's reuse
+    with pytest.raises(ValidationError) as caught:
+        services.release_reservation(read, actor=admin)
+    assert f"still in use by job {tenant.slug}/dev (running)" in caught.value.messages[0]
+    assert services.IPReservation.objects.filter(pk=read.pk).exists()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -309,3 +368,25 @@ def test_a_run_of_reservations_ending_on_a_block_edge_continues_in_the_next_bloc
         for a in range(ipmath.to_int("10.61.1.4"), ipmath.to_int("10.61.1.10") + 1)
     )
     assert first_free(pool) is None
+
+
+def test_a_launch_waiting_for_a_pool_its_tenant_leaves_meanwhile_is_refused(
+    make_pool, tenant, monkeypatch
+):
+    """The tenant's pools were read before the launch held them: a removal committed while it
+    waited let the job onto a pool whose networks then left its namespace (its pods never
+    started)."""
+    pool = make_pool()
+    pool.tenants.add(tenant)
+    hold = attach._key_share
+
+    def removed_while_waiting(ids):
+        pool.tenants.remove(tenant)  # the admin's change, committed as the launch waits
+        return hold(ids)
+
+    monkeypatch.setattr(attach, "_key_share", removed_while_waiting)
+    with pytest.raises(ValidationError) as caught:
+        attach.validate_requests(tenant, [{"pool": pool.name}], 1)
+    assert caught.value.message_dict["networks[0].pool"] == [
+        f"No pool '{pool.name}' is open to {tenant.slug}; available: none."
+    ]
