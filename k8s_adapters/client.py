@@ -54,6 +54,8 @@ def apply_body(manifest: dict[str, Any]) -> str:
     return _YAML_UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+# Seconds a list may take to answer (every pod of a large cluster) before it counts as lost.
+LIST_READ_TIMEOUT = 300
 # Seconds an admission webhook's cache may lag behind the API server (see Cluster.delete).
 WEBHOOK_CACHE_LAG = 5.0
 WEBHOOK_NOT_FOUND = re.compile(r"admission webhook .* denied the request: .* not found")
@@ -74,14 +76,18 @@ def translating() -> Iterator[None]:
 def load_api_client(
     kubeconfig: str | os.PathLike[str] | None = None, *, in_cluster: bool | None = None
 ) -> client.ApiClient:
-    """An ApiClient from an explicit kubeconfig, the pod's service account, or the default."""
+    """An ApiClient from an explicit kubeconfig, the pod's service account, or the default.
+    Its connections send TCP keepalives: a peer gone behind a load balancer or NAT (which drops
+    the connection without a word) is noticed instead of waited on."""
+    configuration = client.Configuration()
     if kubeconfig:
-        return config.new_client_from_config(config_file=str(kubeconfig))
-    if in_cluster or (in_cluster is None and os.environ.get("KUBERNETES_SERVICE_HOST")):
-        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    elif in_cluster or (in_cluster is None and os.environ.get("KUBERNETES_SERVICE_HOST")):
         config.load_incluster_config(client_configuration=configuration)
-        return client.ApiClient(configuration)
-    return config.new_client_from_config()
+    else:
+        config.load_kube_config(client_configuration=configuration)
+    configuration.keep_alive = True
+    return client.ApiClient(configuration)
 
 
 class Cluster:
@@ -372,6 +378,9 @@ class Cluster:
                 label_selector=label_selector(labels) if labels else None,
                 field_selector=label_selector(fields) if fields else None,
                 serialize=False,
+                # A relist comes right after a connection was lost: one that hangs would stop
+                # its informer for good, without a word.
+                _request_timeout=(10, LIST_READ_TIMEOUT),
             )
             result = _decoded(result)
         items = result.get("items", [])

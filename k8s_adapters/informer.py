@@ -3,7 +3,10 @@ reduced objects. A 410 Gone (the version was compacted away) or a lost connectio
 fresh list, with backoff while the API server is down. A watch that hears nothing, not even
 the server's end of it, past its timeout is a lost connection too (a dead peer behind a load
 balancer sends nothing, and a read without a deadline would wait for good). A change the
-handler failed on (its database down) is not taken as seen: it comes back with a list soon."""
+handler failed on (its database down) is not taken as seen: it comes back with a list soon.
+The backoff grows until a watch works (a watch refused at once, throttled say, would otherwise
+list every object of the kind twice a second), and an object that cannot be reduced is logged
+and left out, not the whole kind."""
 
 from __future__ import annotations
 
@@ -53,7 +56,8 @@ class Informer:
         items, version = self.cluster.list_with_version(
             self.api_version, self.kind, labels=self.labels, namespace=self.namespace
         )
-        old, self.store = self.store, {self.key(obj): self.reduce(obj) for obj in items}
+        reduced = ((self.key(obj), self._reduced(obj)) for obj in items)
+        old, self.store = self.store, {key: obj for key, obj in reduced if obj is not None}
         for key in old.keys() | self.store.keys():
             self._updated(key, old.get(key), self.store.get(key))
         self.synced = True
@@ -66,11 +70,11 @@ class Informer:
         while not stop.is_set():
             try:
                 version = self.relist()
-                backoff = 0.5
                 if not self.retry:
                     retry_after = 1.0
                 while not stop.is_set() and not self.retry:
                     version = self._watch(version)
+                    backoff = 0.5  # a watch that worked: the next failure waits little
                 if self.retry:  # a handler failed: again in a while, longer while it fails
                     self.retry = False
                     stop.wait(retry_after)
@@ -100,15 +104,23 @@ class Informer:
                 continue
             key = self.key(obj)
             old = self.store.get(key)
-            if kind == "DELETED":
+            reduced = None if kind == "DELETED" else self._reduced(obj)
+            if reduced is None:  # gone, or unreadable: not kept as it was
                 self.store.pop(key, None)
             else:
-                self.store[key] = self.reduce(obj)
+                self.store[key] = reduced
             self._updated(key, old, self.store.get(key))
             self.on_change()
             if self.retry:
                 break
         return version
+
+    def _reduced(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            return self.reduce(obj)
+        except Exception:  # one object someone wrote oddly must not hide the whole kind
+            log.exception("%s informer: cannot read %s; leaving it out", self.kind, self.key(obj))
+            return None
 
     def _updated(self, key: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if self.on_update is not None and old != new:
@@ -123,10 +135,12 @@ class Informer:
                 self.retry = True
 
 
-def wait_synced(informers: Sequence[Informer], timeout: float = 30) -> bool:
+def wait_synced(
+    informers: Sequence[Informer], timeout: float = 30, stop: threading.Event | None = None
+) -> bool:
     deadline = time.monotonic() + timeout
     while not all(i.synced for i in informers):
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or (stop is not None and stop.is_set()):
             return False
         time.sleep(0.05)
     return True

@@ -284,16 +284,17 @@ def snapshot(
         key: sum(p[key] for p in products.values())
         for key in ("nodes", "capacity", "allocatable", "used", "free")
     }
-    by_tenant: dict[str, int] = {}
+    # By namespace: a tenant label any pod may carry, or a slug naming another namespace
+    # (`default`), would count others' GPUs as a tenant's.
+    by_namespace: dict[str, int] = {}
     for pod in pods:
         if pod["gpus"] and pod["node"] and pod["phase"] not in TERMINAL_PHASES:
-            tenant = pod["tenant"] or pod["namespace"]
-            by_tenant[tenant] = by_tenant.get(tenant, 0) + pod["gpus"]
+            by_namespace[pod["namespace"]] = by_namespace.get(pod["namespace"], 0) + pod["gpus"]
     return {
         "nodes": rows,
         "products": products,
         "totals": totals,
-        "tenants": by_tenant,
+        "tenants": by_namespace,
         "queues": sorted(queues, key=lambda q: q["name"]),
         "runtime_classes": sorted(r["name"] for r in runtime_classes),
         "hypernodes": topology(hypernodes, rows),

@@ -277,6 +277,7 @@ def reduce_vcjob(vcjob: dict) -> dict[str, Any]:
     labels = vcjob["metadata"].get("labels") or {}
     return {
         "tenant": labels.get(TENANT, ""),
+        "namespace": vcjob["metadata"].get("namespace", ""),
         "name": status.name,
         "phase": status.phase,
         "counts": status.counts,

@@ -63,7 +63,7 @@ def tenant_usage(snapshot, tenants):
             "slug": t.slug,
             "name": t.display_name,
             "quota": t.gpu_quota,
-            "used": snapshot["tenants"].get(t.slug, 0) + snapshot["tenants"].get(t.namespace, 0),
+            "used": snapshot["tenants"].get(t.namespace, 0),
             "guarantee": t.queue_guarantee_gpus,
         }
         for t in tenants

@@ -88,3 +88,44 @@ def test_a_watch_that_hears_nothing_is_given_up_and_listed_again():
     assert not runner.is_alive()
     assert cluster.asked[0]["read_timeout"] == cluster.asked[0]["timeout"] + 30
     assert len(cluster.asked) >= 2  # the failed watch was followed by a list and a new watch
+
+
+class Waits(threading.Event):
+    """A stop event that records how long the informer waits, and stops it after `times`."""
+
+    def __init__(self, times):
+        super().__init__()
+        self.waited, self.times = [], times
+
+    def wait(self, timeout=None):
+        self.waited.append(timeout)
+        if len(self.waited) >= self.times:
+            self.set()
+        return self.is_set()
+
+
+def test_a_watch_refused_at_once_waits_longer_each_time():
+    # Throttled (429) or behind a proxy that does not stream, every watch fails at once: the
+    # backoff went back to half a second after each list, so the informer listed every object
+    # of its kind twice a second for as long as that lasted.
+    cluster = Cluster([job("train", "Running")])
+    stop = Waits(times=5)
+    informer(cluster, lambda old, new: None).run(stop)
+    assert stop.waited == [0.5, 1.0, 2.0, 4.0, 8.0]
+
+
+def test_an_object_that_cannot_be_read_is_left_out_not_its_whole_kind():
+    # One ConfigMap with odd data made every list of the kind fail: the kind never synced.
+    def reduce(obj):
+        if obj["phase"] == "odd":
+            raise AttributeError("'str' object has no attribute 'get'")
+        return {"phase": obj["phase"]}
+
+    cluster = Cluster([job("train", "Running"), job("strange", "odd")])
+    watched = Informer(cluster, "v1", "ConfigMap", reduce=reduce, on_change=lambda: None)
+    watched.relist()
+    assert watched.synced
+    assert watched.store == {"t/train": {"phase": "Running"}}
+    cluster.watches = [[("MODIFIED", job("train", "odd"))]]
+    watched._watch("1")
+    assert watched.store == {}  # what it said before is no longer so

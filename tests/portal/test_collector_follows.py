@@ -27,7 +27,14 @@ def followed(monkeypatch):
 
 def job(phase, running=0, tenant="t", message=""):
     counts = {"pending": 0, "running": running, "succeeded": 0, "failed": 0}
-    return {"tenant": tenant, "name": "train", "phase": phase, "counts": counts, "message": message}
+    return {
+        "tenant": tenant,
+        "namespace": f"{NAMESPACE_PREFIX}{tenant}",
+        "name": "train",
+        "phase": phase,
+        "counts": counts,
+        "message": message,
+    }
 
 
 @pytest.mark.parametrize(
@@ -61,6 +68,15 @@ def test_a_job_that_only_moves_between_waiting_phases_is_left_to_the_resync(foll
 def test_a_job_that_starts_changes_or_ends_is_reconciled_at_once(followed, old, new):
     collect_cluster.follow_job(old, new)
     assert followed == ["train"]
+
+
+def test_a_job_labelled_as_a_tenants_in_another_namespace_is_not_followed(followed):
+    """Whoever may create a Volcano job somewhere could otherwise end a tenant's job of that
+    name, or have it run again, by labelling theirs as the tenant's."""
+    elsewhere = {**job("Running", 1), "namespace": "default"}
+    collect_cluster.follow_job(job("Pending"), elsewhere)
+    collect_cluster.follow_job(elsewhere, None)
+    assert followed == []
 
 
 def test_a_change_of_volcanos_message_alone_brings_no_run(followed):
@@ -146,7 +162,8 @@ def test_the_collector_writes_nothing_but_a_job_starting_or_ending(waiting, runs
     Job.objects.filter(pk=waiting.pk).update(**change)
     before = Job.objects.get(pk=waiting.pk)
     collect_cluster.follow_job(
-        job("Inqueue", tenant=waiting.tenant.slug), {**new, "tenant": waiting.tenant.slug}
+        job("Inqueue", tenant=waiting.tenant.slug),
+        {**new, "tenant": waiting.tenant.slug, "namespace": waiting.tenant.namespace},
     )
     after = Job.objects.get(pk=waiting.pk)
     assert (after.state, after.phase, after.started_at) == (
@@ -184,7 +201,12 @@ def test_a_job_seen_ending_is_written_at_once_and_its_run_still_comes(
 
 
 def claim(phase, tenant, job_name="train"):
-    return {"tenant": tenant, "job": job_name, "phase": phase}
+    return {
+        "tenant": tenant,
+        "namespace": f"{NAMESPACE_PREFIX}{tenant}",
+        "job": job_name,
+        "phase": phase,
+    }
 
 
 @pytest.mark.parametrize(
@@ -217,7 +239,10 @@ def test_a_deleted_claim_of_the_portals_is_told_to_the_jobs_app(monkeypatch):
     monkeypatch.setattr(collect_cluster, "workspace_deleted", lambda *args: told.append(args))
     monkeypatch.setattr(collect_cluster, "close_old_connections", lambda: None)
     claim = {"portal": True, "tenant": "t", "job": "train", "name": "train-workspace"}
+    claim["namespace"] = f"{NAMESPACE_PREFIX}t"
     collect_cluster.follow_claim({**claim, "phase": "Bound"}, None)
+    # Labelled as the tenant's, elsewhere: labels are anyone's to write.
+    collect_cluster.follow_claim({**claim, "namespace": "default", "phase": "Bound"}, None)
     collect_cluster.follow_claim({**claim, "portal": False, "phase": "Bound"}, None)
     collect_cluster.follow_claim({**claim, "job": "", "phase": "Bound"}, None)
     collect_cluster.follow_claim({**claim, "phase": "Bound"}, {**claim, "phase": "Bound"})

@@ -27,6 +27,7 @@ from k8s_adapters.informer import Informer, wait_synced
 from k8s_adapters.labels import MANAGED_BY, PORTAL
 from k8s_adapters.tenant import QUOTA_NAME
 from k8s_adapters.volcano import VCJOB_API, reduce_vcjob
+from tenants.constants import NAMESPACE_PREFIX
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -93,26 +94,35 @@ class Command(BaseCommand):
             namespace=settings.VOLCANO_NAMESPACE,
         )
         informers.append(scheduler)
-        for informer in [*informers, jobs]:
-            threading.Thread(
-                target=informer.run, args=(stop,), daemon=True, name=informer.kind
-            ).start()
-        started = time.monotonic()
-        wait_synced(informers)
-        freeze_loaded()  # with the caches just listed (see core.heap)
-        self.stdout.write(f"collector synced in {time.monotonic() - started:.1f}s", ending="\n")
-        self.stdout.flush()
-        sampled = 0.0
 
         def stopped(signum, frame):  # a pod's stop: end now, not killed after its grace period
             stop.set()
             changed.set()
 
-        signal.signal(signal.SIGTERM, stopped)
+        signal.signal(signal.SIGTERM, stopped)  # before the first list, which may take long
+        for informer in [*informers, jobs]:
+            threading.Thread(
+                target=informer.run, args=(stop,), daemon=True, name=informer.kind
+            ).start()
+        started = time.monotonic()
+        if wait_synced(informers, stop=stop):
+            said = f"collector synced in {time.monotonic() - started:.1f}s"
+        else:
+            said = "collector: not every kind listed in 30s; publishing once nodes and pods are"
+        freeze_loaded()  # with the caches just listed (see core.heap)
+        self.stdout.write(said, ending="\n")
+        self.stdout.flush()
+        sampled = 0.0
+        # Until nodes and pods are listed, a snapshot would say the cluster has no GPUs, or that
+        # all are free: the last good one stays.
+        counted = [i for i in informers if i.kind in ("Node", "Pod")]
         try:
             while not stop.is_set():
                 changed.wait(timeout=min(history_interval, PUBLISH_EVERY))
                 changed.clear()
+                if not all(i.synced for i in counted):
+                    stop.wait(interval)
+                    continue
                 try:
                     snapshot = self.publish(informers)
                     if time.monotonic() - sampled >= history_interval:
@@ -160,6 +170,8 @@ def follow_job(old, new):
     (`observe_started`), and then needs no run: nothing else changes when a job starts. A job
     that ends is written at once too (`observe_finished`: Volcano may delete it the moment it
     ends, before a run reads it), and its run still comes, to remove its routes."""
+    if not _in_its_tenant(new or old):
+        return
     if new and new["phase"] in WAITING and (old is None or old["phase"] in WAITING):
         return
     if old and new and (old["phase"], old["counts"]) == (new["phase"], new["counts"]):
@@ -189,6 +201,8 @@ def follow_claim(old, new):
     A bind seen in the instant a run stops waiting, before it shows the job Pending, is left to
     that run's re-check a few seconds later. Only a change seen (not every bound claim listed at
     start: jobs waiting then come back by their own re-check)."""
+    if not _in_its_tenant(new or old):
+        return
     if old and new is None and old["portal"] and old["job"]:
         close_old_connections()
         workspace_deleted(old["tenant"], old["job"], old["name"])
@@ -213,6 +227,12 @@ def follow_quota(old, new):
     tenant = Tenant.objects.filter(slug=new["tenant"]).first()
     if tenant and tenant.namespace == new["namespace"] and tenant.observed_usage != new["used"]:
         Tenant.objects.filter(pk=tenant.pk).update(observed_usage=new["used"])
+
+
+def _in_its_tenant(obj):
+    """Whether a labelled object sits in the namespace of the tenant its label names: labels
+    are anyone's to write, and one elsewhere must not end or touch that tenant's jobs."""
+    return obj["namespace"] == f"{NAMESPACE_PREFIX}{obj['tenant']}"
 
 
 FOLLOW = {"PersistentVolumeClaim": follow_claim, "ResourceQuota": follow_quota}
