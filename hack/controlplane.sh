@@ -142,7 +142,9 @@ KC
   chmod 600 "$LOCAL_KUBECONFIG"
 }
 
-running() { [[ -f $STATE/$1.pid ]] && kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null; }
+# shellcheck source=hack/pids.sh
+source "$ROOT/hack/pids.sh"
+running() { ours "$STATE/$1.pid" "$1"; }
 
 # start and stop take turns: a start while a stop runs (`make run` right after `make stop`, or
 # beside it) would find the API server going away and fail, and a stop's cleanup would remove
@@ -285,14 +287,7 @@ cmd_stop() {
   fi
   ROUTER_STATE=$STATE bash "$ROOT/hack/router.sh" stop
   for p in kube-controller-manager kube-apiserver etcd; do
-    if running "$p"; then
-      local pid; pid=$(cat "$STATE/$p.pid")
-      kill "$pid"
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
-      log "stopped $p"
-    fi
-    rm -f "$STATE/$p.pid"
+    if stop_ours "$STATE/$p.pid" "$p"; then log "stopped $p"; fi
   done
 }
 

@@ -17,7 +17,9 @@ DISCOVERY=http://127.0.0.1:$OIDC_PORT/.well-known/openid-configuration
 log() { printf '[oidc] %s\n' "$*" >&2; }
 now() { date +%s; }
 
-running() { [[ -f $STATE/oidc.pid ]] && kill -0 "$(cat "$STATE/oidc.pid")" 2>/dev/null; }
+# shellcheck source=hack/pids.sh
+source "$ROOT/hack/pids.sh"
+running() { ours "$STATE/oidc.pid" oidc/server.mjs; }
 answers() { curl -sf -o /dev/null --max-time 2 "$DISCOVERY"; }
 
 cmd_start() {
@@ -51,14 +53,7 @@ cmd_start() {
 }
 
 cmd_stop() {
-  if running; then
-    local pid; pid=$(cat "$STATE/oidc.pid")
-    kill "$pid"
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-    log "stopped"
-  fi
-  rm -f "$STATE/oidc.pid"
+  if stop_ours "$STATE/oidc.pid" oidc/server.mjs; then log "stopped"; fi
 }
 
 case ${1:-} in

@@ -133,10 +133,9 @@ objects_py() {  # the router's Kubernetes objects, through the portal's own adap
   "$(python_bin)" "$ROOT/hack/router/objects.py" --kubeconfig "$KUBECONFIG" "$@"
 }
 
-running() {  # our recorded traefik is alive (and the pid was not reused by something else)
-  [[ -f $STATE/traefik.pid ]] &&
-    [[ $(ps -p "$(cat "$STATE/traefik.pid")" -o comm= 2>/dev/null) == traefik ]]
-}
+# shellcheck source=hack/pids.sh
+source "$ROOT/hack/pids.sh"
+running() { ours "$STATE/traefik.pid" traefik; }
 
 pinged() { curl -sf --max-time 2 "http://127.0.0.1:$PING_PORT/ping" >/dev/null 2>&1; }
 
@@ -198,14 +197,7 @@ cmd_start() {
 }
 
 cmd_stop() {
-  if running; then
-    local pid; pid=$(cat "$STATE/traefik.pid")
-    kill "$pid"
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-    log "stopped traefik"
-  fi
-  rm -f "$STATE/traefik.pid"
+  if stop_ours "$STATE/traefik.pid" traefik; then log "stopped traefik"; fi
 }
 
 case ${1:-} in

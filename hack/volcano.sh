@@ -165,7 +165,9 @@ kwok_crd_files() {  # kwok's Logs CRD: per-pod log files are Logs objects create
 
 cluster_py() { "$(python_bin)" "$HERE/cluster.py" --kubeconfig "$KUBECONFIG" "$@"; }
 
-running() { [[ -f $RUN/$1.pid ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+# shellcheck source=hack/pids.sh
+source "$ROOT/hack/pids.sh"
+running() { ours "$RUN/$1.pid" "$1"; }
 
 spawn() {  # name binary args...: start in the background, log and pid under $RUN
   local name=$1; shift
@@ -305,13 +307,7 @@ cmd_seed() {
 }
 
 cmd_restart_scheduler() {  # at VC_SCHEDULE_PERIOD: the Volcano benchmark compares periods
-  if running vc-scheduler; then
-    local pid; pid=$(cat "$RUN/vc-scheduler.pid")
-    kill "$pid"
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$RUN/vc-scheduler.pid"
+  stop_ours "$RUN/vc-scheduler.pid" vc-scheduler || true
   start_scheduler
   wait_http vc-scheduler "http://127.0.0.1:$VC_SCHEDULER_HEALTHZ_PORT/healthz" 60
   log "scheduler restarted, a session every $VC_SCHEDULE_PERIOD"
@@ -322,14 +318,7 @@ cmd_stop() {
   # job and queue write would fail without the webhook manager), and so do the node leases
   # kwok held (a restarted kwok would otherwise wait for them to expire before running pods).
   for p in provisioner kwok vc-scheduler vc-controller-manager vc-webhook-manager; do
-    if running "$p"; then
-      local pid; pid=$(cat "$RUN/$p.pid")
-      kill "$pid"
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
-      log "stopped $p"
-    fi
-    rm -f "$RUN/$p.pid"
+    if stop_ours "$RUN/$p.pid" "$p"; then log "stopped $p"; fi
   done
   if [[ -f $KUBECONFIG ]]; then
     if timeout 20 "$(python_bin)" "$HERE/cluster.py" --kubeconfig "$KUBECONFIG" release 2>/dev/null; then

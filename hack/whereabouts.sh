@@ -22,6 +22,8 @@ WB_BIN=$CACHE/bin/whereabouts-$WHEREABOUTS_VERSION
 CNI_BIN=$CACHE/bin/cni-$WHEREABOUTS_VERSION-plugins-$CNI_PLUGINS_VERSION
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/pids.sh
+source "$ROOT/hack/pids.sh"
 STATE=${GPU_PORTAL_STATE:-$ROOT/.local/controlplane}
 APISERVER_PORT=${APISERVER_PORT:-16443}
 LOOP=$STATE/whereabouts-control-loop
@@ -111,7 +113,7 @@ start_control_loop() {
   # those paths without touching the machine's own.
   local node=${1:?usage: control-loop-start NODE}
   [[ $(id -u) == 0 ]] || { log "ip-control-loop needs root (mount namespace and chroot)"; exit 1; }
-  if [[ -f $LOOP/pid ]] && kill -0 "$(cat "$LOOP/pid")" 2>/dev/null; then return; fi
+  if ours "$LOOP/pid" ip-control-loop; then return; fi
   cmd_build
   write_loop_root
   # unshare and chroot exec in place: the recorded pid is ip-control-loop's own.
@@ -128,15 +130,7 @@ start_control_loop() {
 }
 
 stop_control_loop() {
-  [[ -f $LOOP/pid ]] || return 0
-  local pid; pid=$(cat "$LOOP/pid")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill "$pid"
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-    log "stopped ip-control-loop"
-  fi
-  rm -f "$LOOP/pid"
+  if stop_ours "$LOOP/pid" ip-control-loop; then log "stopped ip-control-loop"; fi
 }
 
 case ${1:-} in

@@ -14,6 +14,7 @@ from tests.processes import ROOT
 def cni_path() -> Path:
     """The plugins' directory, built (or reused from the cache) by hack/whereabouts.sh."""
     script = str(ROOT / "hack" / "whereabouts.sh")
+    processes.hurry_late_builds()
     subprocess.run(["bash", script, "build"], check=True)
     out = subprocess.run(["bash", script, "cni-path"], check=True, capture_output=True, text=True)
     return Path(out.stdout.strip())

@@ -37,6 +37,12 @@ def pytest_collection_modifyitems(items):
         module = item.nodeid.split("::", 1)[0]
         late[module] = max(late.get(module, 0), needs)
     items.sort(key=lambda item: late[item.nodeid.split("::", 1)[0]])
+    # The first test needing a part waits for its build: longer than a test may take.
+    waiting = set()
+    for item in items:
+        for part in LATE_PARTS.keys() & set(item.fixturenames) - waiting:
+            waiting.add(part)
+            item.add_marker(pytest.mark.timeout(processes.LATE_BUILD_TIMEOUT))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -10,6 +10,7 @@ import sys
 
 import requests
 
+from tests import processes
 from tests.processes import ROOT
 
 sys.path.insert(0, str(ROOT / "hack" / "router"))
@@ -38,6 +39,7 @@ def router(kubeconfig: str):
     try:
         if not router_running():
             started = True
+            processes.hurry_late_builds()
             subprocess.run(["bash", script, "start"], env=router_env(kubeconfig), check=True)
         yield ROUTER_PORT
     finally:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.processes import LATE_BUILD_TIMEOUT, hurry_late_builds
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "chart" / "gpu-portal"
 DRIVERS = ("traefik", "gateway-api", "ingress-nginx")
@@ -13,12 +15,13 @@ DRIVERS = ("traefik", "gateway-api", "ingress-nginx")
 
 def helm_binary():
     """The pinned Helm, built once and cached by version (hack/test.sh builds it first)."""
+    hurry_late_builds()
     out = subprocess.run(
         ["bash", str(ROOT / "hack" / "helm.sh"), "build"],
         check=True,
         capture_output=True,
         text=True,
-        timeout=1500,
+        timeout=LATE_BUILD_TIMEOUT,
     )
     return out.stdout.strip().splitlines()[-1]
 

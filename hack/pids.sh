@@ -1,0 +1,23 @@
+# Sourced by the test bed's scripts: the processes they start, by recorded pid. A recorded pid
+# is ours only while that process still runs the program it was recorded for: after a reboot,
+# a crash or a long run the number may belong to anything, which a start must not take for
+# running nor a stop kill.
+
+ours() {  # pidfile name: the recorded process is alive and its command line names `name`
+  local pid
+  [[ -f $1 ]] && pid=$(<"$1") && [[ $pid =~ ^[0-9]+$ ]] || return 1
+  [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *"$2"* ]]
+}
+
+stop_ours() {  # pidfile name: TERM, then KILL after 5 s; false when nothing of ours ran
+  local pid stopped=1
+  if ours "$1" "$2"; then
+    pid=$(<"$1")
+    kill "$pid" 2>/dev/null || true  # it may have just ended
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    stopped=0
+  fi
+  rm -f "$1"
+  return $stopped
+}
