@@ -88,6 +88,10 @@ crd_files() {  # the upstream CRD YAMLs, from their Go modules at pinned version
 cmd_build() {
   mkdir -p "$BIN"
   local t0 pids=() pid failed=0; t0=$(now)
+  # The cache is every checkout's: one build at a time (two at once removed each other's
+  # output, or left a binary half written that counted as built).
+  exec 8>"$BIN/.build.lock"
+  flock 8
   if [[ -x $BIN/etcd && -x $BIN/kube-apiserver && -x $BIN/kube-controller-manager ]]; then
     log "binaries cached in $BIN"
   else
@@ -102,6 +106,7 @@ cmd_build() {
   bash "$ROOT/hack/volcano.sh" build &
   pids+=($!)
   for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  exec 8>&-  # not held by the daemons started next
   ((failed == 0)) || { log "a build failed (its error is above)"; exit 1; }
   if [[ -z ${LATE_BUILDS:-} ]]; then
     bash "$ROOT/hack/router.sh" build
@@ -210,7 +215,7 @@ kubectl_py() {  # apply the CRDs and cluster objects through the project's own a
 
 wait_ready() {
   local deadline=$(($(now) + ${1:-60}))
-  until curl -skf -H "Authorization: Bearer $(cat "$STATE/certs/token")" \
+  until curl -skf --max-time 5 -H "Authorization: Bearer $(cat "$STATE/certs/token")" \
     "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null 2>&1; do
     if ! running kube-apiserver || (($(now) > deadline)); then
       log "API server not ready; last log lines:"; tail -20 "$STATE/kube-apiserver.log" >&2; return 1

@@ -41,22 +41,23 @@ OIDC_PORT=9400 OIDC_REDIRECT_URIS="http://$HOST:$PORT/accounts/oidc/sso/login/ca
 $PY manage.py collectstatic --noinput -v 0
 $PY manage.py seed_demo --password="$password"
 
-pids=()
+pids=() names=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
+started() { pids+=($!) names+=("$1"); }  # name: of what was just started in the background
 $PY -m celery -A portal worker -l info >"$LOGS/worker.log" 2>&1 &
-pids+=($!)
+started worker
 $PY -m celery -A portal beat -l info -s .local/celerybeat-schedule >"$LOGS/beat.log" 2>&1 &
-pids+=($!)
+started beat
 $PY manage.py collect_cluster >"$LOGS/collector.log" 2>&1 &
-pids+=($!)
+started collector
 # The test bed's container runtime and Multus: pods bound to a node get their secondary
 # addresses from the real Whereabouts (as root only: it makes a network namespace).
 if [[ $(id -u) == 0 ]]; then
   bash hack/whereabouts.sh build
   $PY hack/cni/runner.py --kubeconfig "$KUBECONFIG" --cni-path "$(bash hack/whereabouts.sh cni-path)" \
     --state-dir .local/cni >"$LOGS/cni-runner.log" 2>&1 &
-  pids+=($!)
+  started cni-runner
 fi
 
 cat <<MSG
@@ -74,14 +75,16 @@ MSG
 # The portal on its own origin; job endpoints on theirs, through the router (Traefik, started
 # with the control plane) at http://<port>--<job>--<tenant>.endpoints.localhost:18080/ (Chromium
 # and Firefox resolve *.localhost to this machine). No pods run here: a stand-in app answers for
-# every job, showing the headers its app would receive.
-$PY hack/router/stand_in.py --kubeconfig "$KUBECONFIG" --log-dir "$LOGS" >"$LOGS/stand-in.log" 2>&1 &
-pids+=($!)
+# every job, showing the headers its app would receive. It needs a network namespace (an
+# EndpointSlice may not name a loopback address): as root only.
+if [[ $(id -u) == 0 ]]; then
+  $PY hack/router/stand_in.py --kubeconfig "$KUBECONFIG" --log-dir "$LOGS" >"$LOGS/stand-in.log" 2>&1 &
+  started stand-in
+else
+  echo "  (not root: no stand-in app answers at job endpoints, and no pod gets a secondary address)"
+fi
 $PY manage.py serve --bind "$HOST:$PORT" --workers 2 --access-log >"$LOGS/web.log" 2>&1 &
-pids+=($!)
-names=(worker beat collector)
-[[ ${#pids[@]} -gt 5 ]] && names+=(cni-runner)
-names+=(stand-in web)
+started web
 status=0
 wait -n "${pids[@]}" || status=$?
 for i in "${!pids[@]}"; do

@@ -148,11 +148,14 @@ crd_files() {  # all nine CRDs of the version run: the scheduler's informers wai
 cmd_build() {
   mkdir -p "$VC_BIN" "$KWOK_BIN"
   local t0; t0=$(now)
+  exec 8>"$VC_BIN/.build.lock"  # the cache is every checkout's: one build at a time
+  flock 8
   # At once: one downloads its modules or links while the other compiles.
   build_volcano &
   local volcano=$!
   build_kwok
   wait "$volcano"
+  exec 8>&-  # not held by the daemons started next
   crd_files >/dev/null
   log "build phase took $(($(now) - t0))s (binaries in $VC_BIN and $KWOK_BIN)"
 }
@@ -178,7 +181,7 @@ spawn() {  # name binary args...: start in the background, log and pid under $RU
 
 wait_http() {  # name url seconds: until the endpoint answers 200, or the process died
   local deadline=$(($(now) + $3))
-  until curl -skf "$2" >/dev/null 2>&1; do
+  until curl -skf --max-time 5 "$2" >/dev/null 2>&1; do
     if ! running "$1" || (($(now) > deadline)); then
       log "$1 not healthy at $2; last log lines:"; tail -20 "$RUN/$1.log" >&2; return 1
     fi
@@ -255,7 +258,7 @@ start_kwok() {
 
 wait_port() {  # name port seconds: the webhook listens only after it has patched every caBundle
   local deadline=$(($(now) + $3))
-  until curl -sk -o /dev/null "https://127.0.0.1:$2/"; do
+  until curl -sk --max-time 5 -o /dev/null "https://127.0.0.1:$2/"; do
     if ! running "$1" || (($(now) > deadline)); then
       log "$1 not listening on $2; last log lines:"; tail -20 "$RUN/$1.log" >&2; return 1
     fi
@@ -335,10 +338,10 @@ cmd_status() {
     if running "$p"; then echo "$p running (pid $(cat "$RUN/$p.pid"))"
     else echo "$p not running"; ok=1; fi
   done
-  curl -skf "https://127.0.0.1:$VC_WEBHOOK_HEALTHZ_PORT/healthz" >/dev/null || ok=1
-  curl -sf "http://127.0.0.1:$VC_CONTROLLER_HEALTHZ_PORT/healthz" >/dev/null || ok=1
-  curl -sf "http://127.0.0.1:$VC_SCHEDULER_HEALTHZ_PORT/healthz" >/dev/null || ok=1
-  curl -sf "http://127.0.0.1:$KWOK_PORT/healthz" >/dev/null || ok=1
+  curl -skf --max-time 5 "https://127.0.0.1:$VC_WEBHOOK_HEALTHZ_PORT/healthz" >/dev/null || ok=1
+  curl -sf --max-time 5 "http://127.0.0.1:$VC_CONTROLLER_HEALTHZ_PORT/healthz" >/dev/null || ok=1
+  curl -sf --max-time 5 "http://127.0.0.1:$VC_SCHEDULER_HEALTHZ_PORT/healthz" >/dev/null || ok=1
+  curl -sf --max-time 5 "http://127.0.0.1:$KWOK_PORT/healthz" >/dev/null || ok=1
   return $ok
 }
 
