@@ -43,16 +43,19 @@ class PoolSerializer(FixedOnceMade, NoUnknownFields, serializers.ModelSerializer
         read_only_fields = ["observed_allocations", "observed_at", "sync_state", "sync_message"]
 
     def get_usage(self, pool) -> dict:
-        return utilization(pool, pool.reservations.count())
+        return utilization(pool, len(pool.reservations.all()))
 
     def get_warnings(self, pool) -> list[str]:
         return pool.warnings()
 
     def get_conflicts(self, pool) -> list[dict]:
-        reservations = [
-            (r.address, r.owner.username) for r in pool.reservations.select_related("owner")
-        ]
-        return [c.__dict__ for c in find(pool, reservations, IPPool.objects.all())]
+        request = self.context.get("request")
+        if request is not None and not request.user.is_staff:
+            return []  # for platform admins only (see to_representation)
+        if "all_pools" not in self.context:  # read once for a whole page
+            self.context["all_pools"] = list(IPPool.objects.all())
+        reservations = [(r.address, r.owner.username) for r in pool.reservations.all()]
+        return [c.__dict__ for c in find(pool, reservations, self.context["all_pools"])]
 
     def to_representation(self, pool):
         """Members of a tenant see a pool open to it, not who else uses it: the other tenants,
@@ -61,7 +64,10 @@ class PoolSerializer(FixedOnceMade, NoUnknownFields, serializers.ModelSerializer
         data = super().to_representation(pool)
         request = self.context.get("request")
         if request is not None and not request.user.is_staff:
-            visible = set(Tenant.objects.for_user(request.user).values_list("slug", flat=True))
+            if "visible" not in self.context:  # read once for a whole page
+                mine = Tenant.objects.for_user(request.user).values_list("slug", flat=True)
+                self.context["visible"] = set(mine)
+            visible = self.context["visible"]
             data["tenants"] = [slug for slug in data["tenants"] if slug in visible]
             data["observed_allocations"] = type(data["observed_allocations"])()
             data["conflicts"] = []
@@ -122,7 +128,7 @@ class PoolViewSet(
             require_platform_admin(request.user)
 
     def get_queryset(self):
-        pools = IPPool.objects.prefetch_related("tenants")
+        pools = IPPool.objects.with_reservations()
         if self.request.user.is_staff:
             return pools
         return pools.filter(tenants__in=Tenant.objects.for_user(self.request.user)).distinct()

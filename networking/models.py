@@ -45,6 +45,12 @@ POOL_FIELDS = [
 
 
 class IPPoolQuerySet(models.QuerySet):
+    def with_reservations(self):
+        """With their tenants and reservations (with owner, tenant and job): a few queries
+        however many pools a page lists."""
+        reservations = IPReservation.objects.select_related("owner", "tenant", "job")
+        return self.prefetch_related("tenants", models.Prefetch("reservations", reservations))
+
     def for_tenant(self, tenant):
         return self.filter(tenants=tenant)
 

@@ -20,7 +20,8 @@ def _pool(request, name):
 
 
 def pool_facts(pool, all_pools):
-    reservations = list(pool.reservations.select_related("owner", "tenant", "job"))
+    """Of a pool read `with_reservations`."""
+    reservations = list(pool.reservations.all())
     return {
         "pool": pool,
         "usage": utilization(pool, len(reservations)),
@@ -32,7 +33,7 @@ def pool_facts(pool, all_pools):
 @login_required
 def pool_list(request):
     require_platform_admin(request.user)
-    pools = list(IPPool.objects.prefetch_related("tenants"))
+    pools = list(IPPool.objects.with_reservations())
     return render(
         request, "networking/pool_list.html", {"rows": [pool_facts(p, pools) for p in pools]}
     )
@@ -86,7 +87,7 @@ def pool_detail(request, name):
         else:
             messages.success(request, f"Reserved {reservation.ip} for {owner.username}.")
             return redirect(pool)
-    facts = pool_facts(pool, list(IPPool.objects.all()))
+    facts = pool_facts(IPPool.objects.with_reservations().get(pk=pool.pk), IPPool.objects.all())
     return render(request, "networking/pool_detail.html", {**facts, "form": form})
 
 

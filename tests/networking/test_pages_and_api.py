@@ -242,3 +242,34 @@ def test_a_pod_reference_with_a_nul_is_refused_in_words(team, admin, client):
     page = client.post(url, {"address": "10.88.0.10", "podref": "ns/p\x00"}, follow=True)
     assert page.status_code == 200
     assert "The pod reference holds a NUL character; copy it again." in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_pool_list_costs_the_same_queries_however_many_pools_it_shows(
+    team, admin, client, django_assert_max_num_queries
+):
+    """One query (or four) per pool: a reservations read, a count, and every pool again."""
+
+    def pools(count, start):
+        for i in range(start, start + count):
+            net = f"10.{60 + i}.0"
+            fields = {**POOL, "name": f"list-{i}", "cidr": f"{net}.0/24", "vlan": 60 + i}
+            fields |= {"range_start": f"{net}.10", "range_end": f"{net}.12", "gateway": f"{net}.1"}
+            made = services.create_pool(actor=admin, tenants=[team["tenant"]], **fields)
+            services.reserve_address(made, tenant=team["tenant"], owner=team["bob"], actor=admin)
+
+    def queries(url, who):
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        with CaptureQueriesContext(connection) as seen:
+            assert who.get(url).status_code == 200
+        return len(seen)
+
+    client.force_login(admin)
+    pools(2, 0)
+    few = (queries("/network/pools/", client), queries("/api/v1/ip-pools/", api(admin)))
+    member = queries("/api/v1/ip-pools/", api(team["bob"]))
+    pools(6, 2)
+    assert (queries("/network/pools/", client), queries("/api/v1/ip-pools/", api(admin))) == few
+    assert queries("/api/v1/ip-pools/", api(team["bob"])) == member
