@@ -158,6 +158,12 @@ def extend(endpoint, *, hours, actor):
             "to open them again.",
             code="job_ended",
         )
+    if endpoint.closed_by_admin and not actor.is_staff:
+        raise ValidationError(
+            f"A platform admin closed {endpoint.name}; it stays closed until one of them opens "
+            "it again (ask them why).",
+            code="closed_by_admin",
+        )
     if endpoint.mode in DIRECT_MODES and not tenant.allow_direct_exposure:
         raise ValidationError(
             f"{endpoint.name} exposes its port without sign-in ({endpoint.mode}), which "
@@ -178,7 +184,8 @@ def extend(endpoint, *, hours, actor):
     before = endpoint.expires_at
     endpoint.expires_at = timezone.now() + timedelta(hours=hours)
     endpoint.reclaimed_at = None
-    endpoint.save(update_fields=["expires_at", "reclaimed_at"])
+    endpoint.closed_by_admin = False  # a platform admin's extension opens it again
+    endpoint.save(update_fields=["expires_at", "reclaimed_at", "closed_by_admin"])
     record(
         actor,
         "endpoint.extend",
@@ -215,9 +222,12 @@ def close_direct(tenant_id, now=None):
 
 
 def reclaim_now(endpoint, *, actor):
-    """End an endpoint at once (platform admins, from the expiry board)."""
+    """End an endpoint at once (platform admins, from the expiry board). Its owner's extension
+    would open it again at once: only a platform admin's does."""
     now = timezone.now()
-    Endpoint.objects.filter(pk=endpoint.pk).update(expires_at=now, reclaimed_at=now)
+    Endpoint.objects.filter(pk=endpoint.pk).update(
+        expires_at=now, reclaimed_at=now, closed_by_admin=True
+    )
     record(
         actor,
         "endpoint.reclaim",

@@ -180,6 +180,12 @@ def _why_closed(endpoint, user):
             "",
             False,
         )
+    if endpoint.closed_by_admin:
+        return (
+            "A platform admin closed it.",
+            "It stays closed until a platform admin opens it again.",
+            False,
+        )
     if endpoint.reclaimed_at or endpoint.is_expired:
         if may_change(user, get_job_for_user(user, job.tenant.slug, job.name)):
             return "Its time ran out.", "Extend it from the job's page to open it again.", False

@@ -46,6 +46,10 @@ class Informer:
         self.store: dict[str, dict[str, Any]] = {}
         self.synced = False
         self.retry = False  # a handler failed: list again (soon) to hand it the change again
+        # The last failure to list or watch, cleared by the next list that works; and when the
+        # store was last known current (a list, an event, a watch that ran its time).
+        self.error = ""
+        self.heard_at: float | None = None
 
     @staticmethod
     def key(obj: dict[str, Any]) -> str:
@@ -60,7 +64,7 @@ class Informer:
         old, self.store = self.store, {key: obj for key, obj in reduced if obj is not None}
         for key in old.keys() | self.store.keys():
             self._updated(key, old.get(key), self.store.get(key))
-        self.synced = True
+        self.synced, self.error, self.heard_at = True, "", time.time()
         self.on_change()
         return version
 
@@ -74,6 +78,7 @@ class Informer:
                     retry_after = 1.0
                 while not stop.is_set() and not self.retry:
                     version = self._watch(version)
+                    self.heard_at = time.time()
                     backoff = 0.5  # a watch that worked: the next failure waits little
                 if self.retry:  # a handler failed: again in a while, longer while it fails
                     self.retry = False
@@ -81,10 +86,12 @@ class Informer:
                     retry_after = min(retry_after * 2, 30)
             except K8sError as exc:
                 if exc.status != 410:
+                    self.error = str(exc)
                     log.warning("%s informer: %s; relisting in %.1fs", self.kind, exc, backoff)
                     stop.wait(backoff)
                     backoff = min(backoff * 2, 10)
-            except Exception:  # a broken stream: relist rather than die
+            except Exception as exc:  # a broken stream: relist rather than die
+                self.error = f"{type(exc).__name__}: {exc}"
                 log.exception("%s informer failed; relisting", self.kind)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 10)
@@ -100,6 +107,7 @@ class Informer:
             namespace=self.namespace,
         ):
             version = obj.get("metadata", {}).get("resourceVersion") or version
+            self.heard_at = time.time()
             if kind == "BOOKMARK":
                 continue
             key = self.key(obj)
@@ -133,6 +141,21 @@ class Informer:
                 else:
                     self.store[key] = old
                 self.retry = True
+
+
+def unheard(informer: Informer, now: float, after: float) -> dict[str, str] | None:
+    """A diagnostic for an informer failing to list or watch with its store not current for
+    `after` seconds (or never listed): what the console shows of that kind may be stale."""
+    if not informer.error or (informer.heard_at is not None and now - informer.heard_at < after):
+        return None
+    since = "never listed" if informer.heard_at is None else "not current"
+    return {
+        "kind": "collector-blind",
+        "subject": f"{informer.kind} ({since})",
+        "cause": f"The collector cannot read {informer.kind} objects: {informer.error}",
+        "fix": "Check the collector's permissions (its ClusterRole) and that the kind's CRD is "
+        "installed; until then this page shows the last state it read.",
+    }
 
 
 def wait_synced(

@@ -31,6 +31,10 @@ class Endpoint(models.Model):
     )
     expires_at = models.DateTimeField()
     reclaimed_at = models.DateTimeField(null=True, blank=True)
+    closed_by_admin = models.BooleanField(
+        default=False,
+        help_text="A platform admin reclaimed it: only a platform admin opens it again.",
+    )
     observed = models.JSONField(
         default=dict, blank=True, help_text="What the cluster assigned: nodePort, load-balancer IP."
     )

@@ -272,7 +272,7 @@ def test_the_closed_page_tells_members_why_and_what_to_do(client, team, notebook
     assert opened.status_code == 200  # open after all: the router had no route yet
     assert f'href="/auth/endpoint/{jupyter.pk}/start"' in opened.content.decode()
 
-    endpoints.reclaim_now(jupyter, actor=team["admin"])
+    Endpoint.objects.filter(pk=jupyter.pk).update(expires_at=timezone.now())
     expired = client.get(url, HTTP_ACCEPT="text/html").content.decode()
     assert "Its time ran out. Extend it from the job&#x27;s page to open it again." in expired
     client.force_login(team["dave"])  # a viewer
@@ -853,3 +853,39 @@ def test_the_api_offers_the_expiry_board_to_platform_admins(
     assert reclaimed.status_code == 200
     assert reclaimed.json()["reclaimed_at"] is not None
     assert cluster.get(*ROUTE, jupyter.service_name, team["tenant"].namespace) is None
+
+
+def test_an_endpoint_a_platform_admin_reclaimed_stays_closed_until_one_opens_it_again(
+    client, cluster, team, notebook, django_capture_on_commit_callbacks
+):
+    """The owner's next extension opened it again at once: reclaiming it was undone."""
+    from rest_framework.test import APIClient
+
+    jupyter = Endpoint.objects.get(job=notebook, name="jupyter")
+    notebook.__class__.objects.filter(pk=notebook.pk).update(state=JobState.RUNNING)
+    with django_capture_on_commit_callbacks(execute=True):
+        endpoints.reclaim_now(jupyter, actor=team["admin"])
+    api = APIClient()
+    api.force_login(team["bob"])
+    url = f"/api/v1/tenants/{team['tenant'].slug}/jobs/{notebook.name}/endpoints/jupyter/extend/"
+    refused = api.post(url, {"hours": 4}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["detail"] == (
+        "A platform admin closed jupyter; it stays closed until one of them opens it again "
+        "(ask them why)."
+    )
+    jupyter.refresh_from_db()
+    assert jupyter.reclaimed_at is not None
+    assert cluster.get(*ROUTE, jupyter.service_name, team["tenant"].namespace) is None
+    client.force_login(team["bob"])
+    page = client.get(f"/tenants/{team['tenant'].slug}/jobs/{notebook.name}/").content.decode()
+    assert 'data-testid="endpoint-closed-by-admin"' in page
+    closed = client.get(f"/endpoints/closed/?host={jupyter.host}", HTTP_ACCEPT="text/html")
+    assert "A platform admin closed it." in closed.content.decode()
+
+    api.force_login(team["admin"])
+    with django_capture_on_commit_callbacks(execute=True):
+        assert api.post(url, {"hours": 4}, format="json").status_code == 200
+    assert cluster.get(*ROUTE, jupyter.service_name, team["tenant"].namespace) is not None
+    api.force_login(team["bob"])  # opened again: its owner extends it as before
+    assert api.post(url, {"hours": 2}, format="json").status_code == 200

@@ -129,3 +129,26 @@ def test_an_object_that_cannot_be_read_is_left_out_not_its_whole_kind():
     cluster.watches = [[("MODIFIED", job("train", "odd"))]]
     watched._watch("1")
     assert watched.store == {}  # what it said before is no longer so
+
+
+def test_a_kind_the_collector_cannot_read_is_said_once_it_has_not_been_current_for_a_while():
+    """A missing CRD or permission left the console showing a kind's last state as current."""
+    from k8s_adapters.errors import PermanentK8sError
+    from k8s_adapters.informer import unheard
+
+    class Refusing(Cluster):
+        def list_with_version(self, *args, **kwargs):
+            raise PermanentK8sError("the server could not find the requested resource", status=404)
+
+    blind = informer(Refusing([]), lambda old, new: None)
+    stop = Waits(times=1)
+    blind.run(stop)
+    said = unheard(blind, now=1e12, after=120)
+    assert said["subject"] == "Job (never listed)"
+    assert "could not find the requested resource" in said["cause"]
+
+    seen = informer(Cluster([job("train", "Running")]), lambda old, new: None)
+    seen.relist()
+    seen.error = "TransientK8sError: no answer"  # a watch that just failed
+    assert unheard(seen, now=seen.heard_at + 5, after=120) is None
+    assert unheard(seen, now=seen.heard_at + 300, after=120)["subject"] == "Job (not current)"

@@ -23,7 +23,7 @@ from jobs.choices import PHASES, JobState
 from jobs.models import Job
 from jobs.tasks import observe_finished, observe_started, workspace_deleted
 from k8s_adapters import inventory
-from k8s_adapters.informer import Informer, wait_synced
+from k8s_adapters.informer import Informer, unheard, wait_synced
 from k8s_adapters.labels import MANAGED_BY, PORTAL
 from k8s_adapters.tenant import QUOTA_NAME
 from k8s_adapters.volcano import VCJOB_API, reduce_vcjob
@@ -32,6 +32,9 @@ from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 PUBLISH_RETRY = 5  # seconds before publishing again after a failure
+# Seconds an informer may fail before the console says its kind is not current (a watch that
+# reconnects at once is no news).
+BLIND_AFTER = 120
 
 KINDS = [
     ("v1", "Node", inventory.reduce_node),
@@ -151,8 +154,14 @@ class Command(BaseCommand):
             scheduler_configs=stores["ConfigMap"],
         )
         snapshot["at"] = timezone.now().isoformat()
+        now = time.time()
+        blind = [said for i in informers if (said := unheard(i, now, BLIND_AFTER))]
+        snapshot["diagnostics"] = [*blind, *snapshot["diagnostics"]]
         store.write(snapshot)
-        if next(i for i in informers if i.kind == "Node").synced:  # else its 0 GPUs are not news
+        nodes = next(i for i in informers if i.kind == "Node")
+        # Not before nodes are listed (0 GPUs is not news), nor while their watch fails: launches
+        # then read the nodes themselves once the last summary published lapses.
+        if nodes.synced and not unheard(nodes, now, BLIND_AFTER):
             publish_node_gpus(inventory.summarize_gpus(stores["Node"]))
         return snapshot
 
