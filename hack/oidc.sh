@@ -19,7 +19,7 @@ now() { date +%s; }
 
 # shellcheck source=hack/pids.sh
 source "$ROOT/hack/pids.sh"
-running() { ours "$STATE/oidc.pid" oidc/server.mjs; }
+running() { ours "$STATE/oidc.pid" server.mjs; }
 answers() { curl -sf -o /dev/null --max-time 2 "$DISCOVERY"; }
 
 cmd_start() {
@@ -53,7 +53,7 @@ cmd_start() {
 }
 
 cmd_stop() {
-  if stop_ours "$STATE/oidc.pid" oidc/server.mjs; then log "stopped"; fi
+  if stop_ours "$STATE/oidc.pid" server.mjs; then log "stopped"; fi
 }
 
 case ${1:-} in

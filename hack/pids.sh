@@ -3,10 +3,15 @@
 # a crash or a long run the number may belong to anything, which a start must not take for
 # running nor a stop kill.
 
-ours() {  # pidfile name: the recorded process is alive and its command line names `name`
-  local pid
+ours() {  # pidfile name: the recorded process is alive and runs `name` (or `name`.py)
+  local pid arg args=()
   [[ -f $1 ]] && pid=$(<"$1") && [[ $pid =~ ^[0-9]+$ ]] || return 1
-  [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *"$2"* ]]
+  # The program, or the script an interpreter runs: its first two arguments.
+  mapfile -d '' -n 2 args 2>/dev/null <"/proc/$pid/cmdline" || return 1
+  for arg in "${args[@]}"; do
+    [[ ${arg##*/} == "$2" || ${arg##*/} == "$2.py" ]] && return 0
+  done
+  return 1
 }
 
 stop_ours() {  # pidfile name: TERM, then KILL after 5 s; false when nothing of ours ran

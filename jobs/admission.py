@@ -223,6 +223,7 @@ def _queue(tenant):
             "gpus",
             "cpu_millicores",
             "memory_mib",
+            "pods",
             "storage_gib",
             "owner",
             "volumes_ahead_at",

@@ -66,6 +66,7 @@ class EndpointSerializer(serializers.ModelSerializer):
             "expired",
             "closed",
             "reclaimed_at",
+            "closed_by_admin",
             "observed",
         ]
         read_only_fields = fields

@@ -6,7 +6,7 @@ balancer sends nothing, and a read without a deadline would wait for good). A ch
 handler failed on (its database down) is not taken as seen: it comes back with a list soon.
 The backoff grows until a watch works (a watch refused at once, throttled say, would otherwise
 list every object of the kind twice a second), and an object that cannot be reduced is logged
-and left out, not the whole kind."""
+and kept as last read (or left out), not its whole kind: it is not taken as deleted."""
 
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ class Informer:
         # store was last known current (a list, an event, a watch that ran its time).
         self.error = ""
         self.heard_at: float | None = None
+        self.started_at = time.time()
 
     @staticmethod
     def key(obj: dict[str, Any]) -> str:
@@ -60,8 +61,14 @@ class Informer:
         items, version = self.cluster.list_with_version(
             self.api_version, self.kind, labels=self.labels, namespace=self.namespace
         )
-        reduced = ((self.key(obj), self._reduced(obj)) for obj in items)
-        old, self.store = self.store, {key: obj for key, obj in reduced if obj is not None}
+        old, self.store = self.store, {}
+        for obj in items:
+            key = self.key(obj)
+            reduced = self._reduced(obj)
+            if reduced is None:  # unreadable: as last read, if it was
+                reduced = old.get(key)
+            if reduced is not None:
+                self.store[key] = reduced
         for key in old.keys() | self.store.keys():
             self._updated(key, old.get(key), self.store.get(key))
         self.synced, self.error, self.heard_at = True, "", time.time()
@@ -70,6 +77,7 @@ class Informer:
 
     def run(self, stop: threading.Event) -> None:
         """Until stop (a threading.Event) is set."""
+        self.started_at = time.time()
         backoff, retry_after = 0.5, 1.0
         while not stop.is_set():
             try:
@@ -112,10 +120,12 @@ class Informer:
                 continue
             key = self.key(obj)
             old = self.store.get(key)
-            reduced = None if kind == "DELETED" else self._reduced(obj)
-            if reduced is None:  # gone, or unreadable: not kept as it was
+            if kind == "DELETED":
                 self.store.pop(key, None)
             else:
+                reduced = self._reduced(obj)
+                if reduced is None:  # unreadable: kept as last read, nobody told
+                    continue
                 self.store[key] = reduced
             self._updated(key, old, self.store.get(key))
             self.on_change()
@@ -145,8 +155,10 @@ class Informer:
 
 def unheard(informer: Informer, now: float, after: float) -> dict[str, str] | None:
     """A diagnostic for an informer failing to list or watch with its store not current for
-    `after` seconds (or never listed): what the console shows of that kind may be stale."""
-    if not informer.error or (informer.heard_at is not None and now - informer.heard_at < after):
+    `after` seconds (or not listed in the `after` seconds since it started): what the console
+    shows of that kind may be stale."""
+    current = informer.heard_at if informer.heard_at is not None else informer.started_at
+    if not informer.error or now - current < after:
         return None
     since = "never listed" if informer.heard_at is None else "not current"
     return {

@@ -69,13 +69,15 @@ def to_cidrs(intervals, version=4):
     return cidrs
 
 
-def parse_exclusion(text, version=4):
+def parse_exclusion(text, version=4, *, strict=False):
     """'10.0.0.5', '10.0.0.10-10.0.0.20' or '10.0.0.0/28' (or the same in IPv6) as an
-    interval; ValueError if not, or if not of the `version` family."""
+    interval; ValueError if not, or if not of the `version` family. `strict` (a pool being
+    saved) refuses a network with host bits set; pools saved before that was refused keep
+    excluding the whole network."""
     text = text.strip()
     if "/" in text:
         net = ipaddress.ip_network(text, strict=False)
-        if net.network_address != ipaddress.ip_address(text.split("/", 1)[0]):
+        if strict and net.network_address != ipaddress.ip_address(text.split("/", 1)[0]):
             raise ValueError(
                 f"{text} has host bits set: the network is {net} ({net.network_address} to "
                 f"{net.broadcast_address}); write that, or a range such as A-B"

@@ -180,7 +180,7 @@ class IPPool(Reconciled):
         if len(self.master_device.encode()) > 15:
             errors["vlan"] = (
                 f"The VLAN interface name '{self.master_device}' is longer than "
-                "Linux's 15 characters; use a shorter host interface name."
+                "Linux's 15 bytes; use a shorter host interface name."
             )
         if errors:
             raise ValidationError(errors)
@@ -231,7 +231,7 @@ class IPPool(Reconciled):
         problems = []
         for text in self.exclusions:
             try:
-                a, b = ipmath.parse_exclusion(text, net.version)
+                a, b = ipmath.parse_exclusion(text, net.version, strict=True)
             except ValueError as exc:
                 problems.append(
                     f"'{text}' is not an IPv{net.version} address, a-b range or CIDR ({exc})."

@@ -165,6 +165,7 @@ def _check_renumber(pool: IPPool) -> None:
     """A new CIDR is a new IPPool object for Whereabouts, which starts empty: the addresses its
     pods hold in the old one would be handed out again, and the portal would no longer see them.
     So the CIDR changes only while nothing uses the pool (read from the cluster itself)."""
+    _locked(pool, delete=True)  # after the launches holding the pool (see _check_l2_change)
     try:
         allocated = live_allocations(pool)
     except K8sError as exc:
@@ -196,6 +197,9 @@ def _check_l2_change(pool: IPPool, previous: IPPool) -> None:
     changed = [name for name in L2_FIELDS if getattr(pool, name) != getattr(previous, name)]
     if not changed:
         return
+    # Launches hold the pool (FOR KEY SHARE) until their job is saved: wait for those, so a job
+    # saved meanwhile is seen below.
+    _locked(previous, delete=True)
     words = [L2_FIELDS[name] for name in changed]
     what = " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
     try:

@@ -1,17 +1,19 @@
 from django.db import migrations, models
 
-
-def count_pods(apps, schema_editor):
-    """Every job's pods from its stored spec: admission counts those of the jobs holding quota."""
-    Job = apps.get_model("jobs", "Job")
-    batch = []
-    for job in Job.objects.only("id", "spec").iterator(chunk_size=1000):
-        job.pods = sum(int(task.get("replicas", 1)) for task in job.spec.get("tasks", ()))
-        batch.append(job)
-        if len(batch) == 1000:
-            Job.objects.bulk_update(batch, ["pods"])
-            batch = []
-    Job.objects.bulk_update(batch, ["pods"])
+# Every job holding quota or waiting for it gets its pods from its stored spec (what admission
+# counts); finished jobs that hold nothing keep 0. In SQL, one statement: a Python loop over a
+# large table would hold the table's lock for as long as it ran.
+COUNT_PODS = """
+UPDATE jobs_job SET pods = COALESCE((
+    SELECT SUM(COALESCE((task->>'replicas')::integer, 1))
+    FROM jsonb_array_elements(
+        CASE WHEN jsonb_typeof(spec->'tasks') = 'array' THEN spec->'tasks' ELSE '[]'::jsonb END
+    ) AS task
+), 0)
+WHERE state IN ('queued', 'submitting', 'pending', 'running', 'error')
+   OR (state IN ('succeeded', 'failed', 'cancelled') AND submitted_at IS NOT NULL
+       AND quota_released_at IS NULL)
+"""
 
 
 class Migration(migrations.Migration):
@@ -24,8 +26,8 @@ class Migration(migrations.Migration):
             model_name="job",
             name="pods",
             field=models.PositiveIntegerField(
-                default=0, help_text="Its pods: every task's replicas."
+                db_default=0, default=0, help_text="Its pods: every task's replicas."
             ),
         ),
-        migrations.RunPython(count_pods, migrations.RunPython.noop),
+        migrations.RunSQL(COUNT_PODS, migrations.RunSQL.noop),
     ]

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='endpoint',
             name='closed_by_admin',
-            field=models.BooleanField(default=False, help_text='A platform admin reclaimed it: only a platform admin opens it again.'),
+            field=models.BooleanField(db_default=False, default=False, help_text='A platform admin reclaimed it: only a platform admin opens it again.'),
         ),
     ]

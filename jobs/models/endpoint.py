@@ -33,6 +33,7 @@ class Endpoint(models.Model):
     reclaimed_at = models.DateTimeField(null=True, blank=True)
     closed_by_admin = models.BooleanField(
         default=False,
+        db_default=False,  # pods of the release before it insert endpoints without it meanwhile
         help_text="A platform admin reclaimed it: only a platform admin opens it again.",
     )
     observed = models.JSONField(

@@ -57,7 +57,10 @@ class Job(Reconciled):
     # quota like GPUs, so the ResourceQuota and the Volcano queue never refuse what it admitted.
     cpu_millicores = models.PositiveBigIntegerField(default=0)
     memory_mib = models.PositiveBigIntegerField(default=0)
-    pods = models.PositiveIntegerField(default=0, help_text="Its pods: every task's replicas.")
+    # A database default too: pods of the release before it insert jobs without it meanwhile.
+    pods = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="Its pods: every task's replicas."
+    )
     networks = models.JSONField(
         default=list, blank=True, help_text="Requested secondary networks: [{pool, static_ip}]."
     )

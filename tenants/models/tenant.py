@@ -76,6 +76,7 @@ class Tenant(Reconciled):
     pod_quota = models.PositiveIntegerField(
         "Pods",
         default=256,
+        db_default=256,  # pods of the release before it create tenants without it meanwhile
         validators=[MinValueValidator(1), MaxValueValidator(c.MAX_PODS)],
         help_text="The most pods the tenant's jobs run at once (one per replica of each task). "
         "Without it, jobs of many tiny replicas could fill every node's pod slots.",

@@ -226,13 +226,16 @@ def identities(cluster, helm_path, tmp_path_factory):
         made.delete()
 
 
-def run_tests(kubeconfig, tests, log, *options):
+def run_tests(kubeconfig, tests, log, *options, collector=None):
     """Run tests in a pytest of their own, the portal acting with `kubeconfig` while the tests'
-    own set-up keeps the admin kubeconfig; on their own database and Redis database."""
+    own set-up keeps the admin kubeconfig; on their own database and Redis database. A
+    collector a test runs beside the worker acts with the `collector` kubeconfig, as deployed
+    (one account cannot stand for both processes)."""
     db = settings.DATABASES["default"]
     env = {
         **os.environ,
         "KUBECONFIG": str(kubeconfig),
+        "TEST_COLLECTOR_KUBECONFIG": str(collector or kubeconfig),
         "TEST_ADMIN_KUBECONFIG": settings.KUBECONFIG,
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/portal_rbac",
         "REDIS_URL": settings.REDIS_URL.rsplit("/", 1)[0] + "/5",
@@ -248,7 +251,11 @@ def run_tests(kubeconfig, tests, log, *options):
 def test_the_worker_account_passes_every_reconcile_test(identities, tmp_path):
     deselect = [arg for test in [*WEB_ONLY, PER_DRIVER] for arg in ("--deselect", test)]
     result = run_tests(
-        identities.kubeconfigs["worker"], WORKER_TESTS, tmp_path / "worker.log", *deselect
+        identities.kubeconfigs["worker"],
+        WORKER_TESTS,
+        tmp_path / "worker.log",
+        *deselect,
+        collector=identities.kubeconfigs["collector"],
     )
     assert result.returncode == 0, result.stdout[-4000:]
     assert " passed" in result.stdout

@@ -602,6 +602,25 @@ def test_jobs_beyond_the_pod_quota_wait_and_say_so_and_the_quota_keeps_above_wha
 
 
 @pytest.mark.django_db
+def test_admission_reads_a_queue_in_the_same_queries_however_long_it_is():
+    """It runs with the tenant's row locked, at every launch and every job's end: a field it
+    compares read one query per queued job."""
+    tenant = Tenant.objects.create(slug="long", display_name="L", gpu_quota=0, max_running_jobs=5)
+    owner = get_user_model().objects.create(username="queuer")
+
+    def queries_for(count):
+        now = timezone.now()
+        for i in range(count):
+            queued(tenant, owner, f"q-{count}-{i}", now)
+        with CaptureQueriesContext(connection) as seen:
+            assert admission.admit(tenant.pk) == []  # no GPUs: all wait
+        Job.objects.filter(tenant=tenant).delete()
+        return len(seen)
+
+    assert queries_for(2) == queries_for(4)
+
+
+@pytest.mark.django_db
 def test_a_launch_right_after_a_storage_raise_waits_for_the_cluster_instead_of_failing(
     cluster, team, templates, django_capture_on_commit_callbacks
 ):

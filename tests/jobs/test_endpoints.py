@@ -877,6 +877,9 @@ def test_an_endpoint_a_platform_admin_reclaimed_stays_closed_until_one_opens_it_
     jupyter.refresh_from_db()
     assert jupyter.reclaimed_at is not None
     assert cluster.get(*ROUTE, jupyter.service_name, team["tenant"].namespace) is None
+    job_url = f"/api/v1/tenants/{team['tenant'].slug}/jobs/{notebook.name}/"
+    [row] = [e for e in api.get(job_url).json()["endpoints"] if e["name"] == "jupyter"]
+    assert row["closed_by_admin"] is True
     client.force_login(team["bob"])
     page = client.get(f"/tenants/{team['tenant'].slug}/jobs/{notebook.name}/").content.decode()
     assert 'data-testid="endpoint-closed-by-admin"' in page

@@ -114,8 +114,9 @@ def test_a_watch_refused_at_once_waits_longer_each_time():
     assert stop.waited == [0.5, 1.0, 2.0, 4.0, 8.0]
 
 
-def test_an_object_that_cannot_be_read_is_left_out_not_its_whole_kind():
-    # One ConfigMap with odd data made every list of the kind fail: the kind never synced.
+def test_an_object_that_cannot_be_read_is_kept_as_last_read_not_its_whole_kind_dropped():
+    # One ConfigMap with odd data made every list of the kind fail: the kind never synced. Nor
+    # is an object gone odd taken as deleted (a claim's handler would count its storage free).
     def reduce(obj):
         if obj["phase"] == "odd":
             raise AttributeError("'str' object has no attribute 'get'")
@@ -126,9 +127,14 @@ def test_an_object_that_cannot_be_read_is_left_out_not_its_whole_kind():
     watched.relist()
     assert watched.synced
     assert watched.store == {"t/train": {"phase": "Running"}}
+    told = []
+    watched.on_update = lambda old, new: told.append((old, new))
     cluster.watches = [[("MODIFIED", job("train", "odd"))]]
     watched._watch("1")
-    assert watched.store == {}  # what it said before is no longer so
+    cluster.listed = [job("train", "odd")]
+    watched.relist()
+    assert watched.store == {"t/train": {"phase": "Running"}}
+    assert told == []
 
 
 def test_a_kind_the_collector_cannot_read_is_said_once_it_has_not_been_current_for_a_while():

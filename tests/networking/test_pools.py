@@ -11,7 +11,7 @@ from jobs.choices import JobState
 from jobs.models import Job
 from networking import attach, ipmath, services
 from networking.allocation import first_free
-from networking.models import IPReservation, ReservationBlock
+from networking.models import IPPool, IPReservation, ReservationBlock
 from tests.tenants.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -77,6 +77,18 @@ def test_an_exclusion_written_as_a_network_with_host_bits_says_which_network_it_
         "bits set: the network is 10.20.0.96/28 (10.20.0.96 to 10.20.0.111); write that, or a "
         "range such as A-B)."
     ]
+
+
+def test_a_pool_saved_before_host_bits_were_refused_keeps_excluding_the_whole_network(
+    make_pool,
+):
+    """Refused when a pool is saved, not when a stored one is read: its pages and launches
+    would fail."""
+    pool = make_pool()
+    IPPool.objects.filter(pk=pool.pk).update(exclusions=["10.20.0.100/28"])
+    pool.refresh_from_db()
+    start, end = ipmath.to_int("10.20.0.96"), ipmath.to_int("10.20.0.111")
+    assert (start, end) in pool.excluded_intervals()
 
 
 def test_overlapping_pools_on_one_l2_domain_are_refused_naming_the_other(make_pool):

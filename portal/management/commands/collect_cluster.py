@@ -117,17 +117,19 @@ class Command(BaseCommand):
         self.stdout.flush()
         sampled = 0.0
         # Until nodes and pods are listed, a snapshot would say the cluster has no GPUs, or that
-        # all are free: the last good one stays.
+        # all are free: the last good one stays, for as long as a failing list may take to be
+        # said (then the snapshot says which kinds it cannot read).
         counted = [i for i in informers if i.kind in ("Node", "Pod")]
+        patience = time.monotonic() + BLIND_AFTER
         try:
             while not stop.is_set():
                 changed.wait(timeout=min(history_interval, PUBLISH_EVERY))
                 changed.clear()
-                if not all(i.synced for i in counted):
+                if not all(i.synced for i in counted) and time.monotonic() < patience:
                     stop.wait(interval)
                     continue
                 try:
-                    snapshot = self.publish(informers)
+                    snapshot = self.publish(informers, jobs)
                     if time.monotonic() - sampled >= history_interval:
                         store.append_sample(snapshot)
                         sampled = time.monotonic()
@@ -140,7 +142,7 @@ class Command(BaseCommand):
             stop.set()
         self.stdout.write("collector stopped", ending="\n")
 
-    def publish(self, informers):
+    def publish(self, informers, jobs):
         stores = {i.kind: list(i.store.values()) for i in informers}
         snapshot = inventory.snapshot(
             stores["Node"],
@@ -155,7 +157,7 @@ class Command(BaseCommand):
         )
         snapshot["at"] = timezone.now().isoformat()
         now = time.time()
-        blind = [said for i in informers if (said := unheard(i, now, BLIND_AFTER))]
+        blind = [said for i in [*informers, jobs] if (said := unheard(i, now, BLIND_AFTER))]
         snapshot["diagnostics"] = [*blind, *snapshot["diagnostics"]]
         store.write(snapshot)
         nodes = next(i for i in informers if i.kind == "Node")
