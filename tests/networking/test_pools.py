@@ -210,11 +210,17 @@ def test_tenants_not_allowed_on_a_pool_cannot_reserve(make_pool, tenant, admin):
     assert "may not use pool" in caught.value.message_dict["pool"][0]
 
 
-def test_shrinking_below_live_reservations_is_refused_listing_them(make_pool, tenant, admin):
+def pool_with_member(make_pool, tenant):
+    """A pool open to the tenant, and bob, a researcher of it who may reserve on it."""
     pool = make_pool()
     pool.tenants.add(tenant)
     bob = make_user("bob")
     tenant.memberships.create(user=bob, role="researcher")
+    return pool, bob
+
+
+def test_shrinking_below_live_reservations_is_refused_listing_them(make_pool, tenant, admin):
+    pool, bob = pool_with_member(make_pool, tenant)
     services.reserve_address(pool, tenant=tenant, owner=bob, actor=admin, address="10.20.0.150")
     with pytest.raises(ValidationError) as caught:
         services.update_pool(pool, actor=admin, range_end="10.20.0.100")
@@ -229,10 +235,7 @@ def test_shrinking_below_live_reservations_is_refused_listing_them(make_pool, te
 
 def test_a_pools_vlan_and_mtu_change_only_while_nothing_uses_it(make_pool, tenant, admin):
     """Pods started after such a change join another network than their job's running pods."""
-    pool = make_pool()
-    pool.tenants.add(tenant)
-    bob = make_user("bob")
-    tenant.memberships.create(user=bob, role="researcher")
+    pool, bob = pool_with_member(make_pool, tenant)
     held = services.reserve_address(pool, tenant=tenant, owner=bob, actor=admin)
     with pytest.raises(ValidationError) as caught:
         services.update_pool(pool, actor=admin, vlan=101, mtu=9000)
@@ -251,10 +254,7 @@ def test_a_release_checks_the_reservation_as_it_is_now_not_as_the_page_read_it(
 ):
     """A launch reusing a pinned address between the admin's read and release held it: the
     release went ahead, and Whereabouts could hand the job's address to another pod."""
-    pool = make_pool()
-    pool.tenants.add(tenant)
-    bob = make_user("bob")
-    tenant.memberships.create(user=bob, role="researcher")
+    pool, bob = pool_with_member(make_pool, tenant)
     read = services.reserve_address(pool, tenant=tenant, owner=bob, actor=admin, pinned=True)
     job = Job.objects.create(
         tenant=tenant,
