@@ -4,12 +4,23 @@
 # running nor a stop kill.
 
 ours() {  # pidfile name: the recorded process is alive and runs `name` (or `name`.py)
-  local pid arg args=()
+  local pid arg args=() stat
   [[ -f $1 ]] && pid=$(<"$1") && [[ $pid =~ ^[0-9]+$ ]] || return 1
-  # The program, or the script an interpreter runs: its first two arguments.
-  mapfile -d '' -n 2 args 2>/dev/null <"/proc/$pid/cmdline" || return 1
-  for arg in "${args[@]}"; do
-    [[ ${arg##*/} == "$2" || ${arg##*/} == "$2.py" ]] && return 0
+  for _ in $(seq 30); do
+    # The program, or the script an interpreter runs: its first two arguments.
+    mapfile -d '' -n 2 args 2>/dev/null <"/proc/$pid/cmdline" || return 1
+    for arg in "${args[@]}"; do
+      [[ ${arg##*/} == "$2" || ${arg##*/} == "$2.py" ]] && return 0
+    done
+    # A child this shell has just started may not run its program yet (between fork and
+    # exec it is still this shell, with this shell's arguments): asked at once after
+    # `cmd &`, it gets a moment to.
+    stat=$(<"/proc/$pid/stat") 2>/dev/null || return 1
+    stat=${stat##*) }  # the fields after the command's name, which may hold spaces
+    read -r _ stat _ <<<"$stat"  # the state, then the parent's pid
+    [[ $stat == "$$" || $stat == "$BASHPID" ]] || return 1
+    cmp -s "/proc/$pid/cmdline" "/proc/$stat/cmdline" || return 1
+    sleep 0.1
   done
   return 1
 }
