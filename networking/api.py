@@ -81,6 +81,11 @@ class ReservationSerializer(NoUnknownFields, serializers.ModelSerializer):
     tenant = SlugRelatedField(slug_field="slug", queryset=Tenant.objects.active())
     owner = SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all())
     job = SlugRelatedField(slug_field="name", read_only=True)
+    # As the pool page: an address reserved by hand is for its owner's jobs, and only a pinned
+    # one is ever taken by a launch (one not pinned would only keep the address from everyone).
+    pinned = serializers.BooleanField(
+        default=True, help_text="Kept for the owner's jobs, run after run (default true)."
+    )
 
     class Meta:
         model = IPReservation
@@ -180,7 +185,7 @@ class PoolViewSet(
                 owner=data["owner"],
                 actor=request.user,
                 address=data.get("ip"),
-                pinned=data.get("pinned", False),
+                pinned=data["pinned"],
                 note=data.get("note", ""),
             )
         except services.ValidationError as exc:

@@ -1,8 +1,13 @@
 from django import forms
+from django.core import signing
+from django.core.exceptions import ValidationError
 
 from tenants.models import Tenant
 
 from .models import POOL_FIELDS, IPPool
+from .services import EDITABLE, as_shown, shown_values
+
+SHOWN = "pool-form-shown"
 
 
 class PoolForm(forms.ModelForm):
@@ -22,11 +27,42 @@ class PoolForm(forms.ModelForm):
             "tenants",
         ]
 
+    # The values the edit page showed, signed: what the admin changed is read against them,
+    # not against the pool as it is when the form comes back (as the tenant form).
+    shown = forms.CharField(required=False, widget=forms.HiddenInput)
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.fields["name"].disabled = True
             self.initial["exclusions"] = "\n".join(self.instance.exclusions)
+            self.fields["shown"].initial = signing.dumps(shown_values(self.instance), salt=SHOWN)
+            # Its tenants as they are, archived ones too: offered only the active ones, a save
+            # would take the rest off the pool unasked.
+            current = Tenant.objects.filter(ip_pools=self.instance)
+            self.fields["tenants"].queryset = (Tenant.objects.active() | current).distinct()
+
+    def changes(self):
+        """(the fields this admin changed from what the page showed them, to their new values;
+        what the page showed of those): the service saves them only if nobody else changed
+        them meanwhile, and leaves alone what another admin changed of the rest."""
+        try:
+            shown = signing.loads(self.cleaned_data.get("shown") or "", salt=SHOWN)
+        except signing.BadSignature:
+            raise ValidationError(
+                "This page was altered, or is from before an upgrade: reload it and make the "
+                "change again."
+            ) from None
+        values = {name: self.cleaned_data.get(name) for name in EDITABLE}
+        values["tenants"] = sorted(t.slug for t in values["tenants"] or ())
+        changes = {
+            name: value
+            for name, value in values.items()
+            if as_shown(value) != as_shown(shown.get(name))
+        }
+        if "tenants" in changes:  # the service takes the tenants themselves
+            changes["tenants"] = list(self.cleaned_data["tenants"])
+        return changes, {name: shown.get(name) for name in changes}
 
     def clean_exclusions(self):
         return [

@@ -38,6 +38,41 @@ def snapshot(pool: IPPool) -> dict[str, Any]:
     return data
 
 
+# What a pool's edit page changes: all but its name (which names its cluster objects).
+EDITABLE = [*(f for f in POOL_FIELDS if f != "name"), "tenants"]
+
+
+def shown_values(pool: IPPool) -> dict[str, Any]:
+    """What the edit page shows of a pool, the tenants by slug."""
+    data = snapshot(pool)
+    return {name: data[name] for name in EDITABLE}
+
+
+def as_shown(value: Any) -> Any:
+    """A field's value as a form shows it and the database keeps it: an empty box is none."""
+    return None if value == "" else value
+
+
+def _check_unchanged_since(
+    now: dict[str, Any], seen: dict[str, Any], changes: dict[str, Any]
+) -> None:
+    """Checked with the pool's row locked: two admins saving at once are seen in turn."""
+    errors = {}
+    for name, was in seen.items():
+        if as_shown(now[name]) not in (as_shown(was), as_shown(changes.get(name))):
+            value = now[name]
+            if name == "exclusions" or name == "tenants":
+                value = ", ".join(value) or "none"
+            elif value in (None, ""):
+                value = "empty"
+            errors[name] = (
+                f"Another admin changed this to {value} since you opened the page; reload it "
+                "and decide again."
+            )
+    if errors:
+        raise ValidationError(errors)
+
+
 def _locked(pool: IPPool, *, delete: bool = False) -> IPPool:
     """The pool's row, locked until the transaction ends; refused when it was deleted meanwhile
     (a second click of Delete, or a change racing with one). Changes and reservations take
@@ -135,10 +170,24 @@ def create_pool(*, actor: Any, tenants: Iterable[Tenant] = (), **fields: Any) ->
 
 @transaction.atomic
 def update_pool(
-    pool: IPPool, *, actor: Any, tenants: Iterable[Tenant] | None = None, **changes: Any
+    pool: IPPool,
+    *,
+    actor: Any,
+    tenants: Iterable[Tenant] | None = None,
+    seen: dict[str, Any] | None = None,
+    **changes: Any,
 ) -> IPPool:
+    """`seen`: what the editor showed of the changed fields (an edit page); a field another
+    admin changed to something else since is refused, with what it is now."""
     pool = _locked(pool)
     before, previous = snapshot(pool), copy.copy(pool)
+    if tenants is not None:
+        tenants = list(tenants)
+    if seen:
+        asked = {**changes}
+        if tenants is not None:
+            asked["tenants"] = sorted(t.slug for t in tenants)
+        _check_unchanged_since(before, seen, asked)
     changes.pop("name", None)  # names NetworkAttachmentDefinitions: never changes
     for name, value in changes.items():
         setattr(pool, name, value)
@@ -149,7 +198,6 @@ def update_pool(
     _check_l2_change(pool, previous)
     pool.free_hint = None  # exclusions or the range may have changed: search from the start
     if tenants is not None:
-        tenants = list(tenants)
         _check_tenants_left(pool, {t.pk for t in tenants})
     pool.save()
     if tenants is not None:

@@ -46,11 +46,18 @@ def pool_edit(request, name=None):
     form = PoolForm(request.POST or None, instance=pool)
     if request.method == "POST" and form.is_valid():
         data = dict(form.cleaned_data)
+        data.pop("shown")
         tenants = data.pop("tenants")
         try:
             if pool:
-                data.pop("name", None)
-                pool = services.update_pool(pool, actor=request.user, tenants=tenants, **data)
+                changes, seen = form.changes()
+                if not changes:
+                    messages.info(request, f"Nothing changed in pool {pool.name}.")
+                    return redirect(pool)
+                tenants = changes.pop("tenants", None)
+                pool = services.update_pool(
+                    pool, actor=request.user, tenants=tenants, seen=seen, **changes
+                )
             else:
                 pool = services.create_pool(actor=request.user, tenants=tenants, **data)
         except ValidationError as exc:

@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 from k8s_adapters.multus import NAD_API
 from networking import services
 from networking.models import IPPool
+from tenants.choices import TenantState
 from tenants.models import AuditEvent, Tenant
 from tests.conftest import sign_in
 
@@ -70,8 +71,11 @@ def test_the_api_refuses_bad_pools_with_field_errors_and_answers_409_when_full(t
     }
     url = "/api/v1/ip-pools/mgmt-a/reservations/"
     body = {"tenant": team["tenant"].slug, "owner": "bob"}
-    got = [client.post(url, body, format="json").json()["ip"] for _ in range(3)]
-    assert got == ["10.88.0.10", "10.88.0.11", "10.88.0.12"]
+    made = [client.post(url, body, format="json").json() for _ in range(2)]
+    made.append(client.post(url, {**body, "pinned": False}, format="json").json())
+    assert [r["ip"] for r in made] == ["10.88.0.10", "10.88.0.11", "10.88.0.12"]
+    # As on the pool page: reserved for the owner's jobs (only a pinned one goes to a launch).
+    assert [r["pinned"] for r in made] == [True, True, False]
     full = client.post(url, body, format="json")
     assert full.status_code == 409
     assert full.json()["detail"] == "Pool mgmt-a has no free address left."
@@ -178,6 +182,63 @@ def test_pools_larger_than_whereabouts_copes_with_are_saved_with_a_warning(team,
     form.update(purpose="compute", gateway="", exclusions="")
     page = client.post("/network/pools/new/", form, follow=True).content.decode()
     assert "This range holds 16382 addresses." in page
+
+
+@pytest.mark.django_db
+def test_two_admins_editing_a_pool_keep_each_others_changes(team, admin):
+    """The edit page sends back every box: read against the pool as it was when the form came
+    back, a box another admin changed meanwhile counted as changed back (one admin's MTU undid
+    the other's new tenant). Only what each changed is changed, and a box both changed is
+    refused with what it is now."""
+    pool = services.create_pool(actor=admin, tenants=[], **POOL)
+    client = api(admin)
+    url = f"/network/pools/{pool.name}/edit/"
+    form = client.get(url).context["form"]
+    sent = {f.name: f.value() for f in form if f.value() not in (None, "")}
+    sent["exclusions"] = ""
+    other = Tenant.objects.create(slug=f"other-{uuid.uuid4().hex[:6]}", display_name="Other")
+    services.update_pool(pool, actor=admin, tenants=[other], vlan=89)  # another admin, meanwhile
+    saved = client.post(url, {**sent, "mtu": "9000"})
+    assert saved.status_code == 302, saved.context["form"].errors
+    pool.refresh_from_db()
+    assert (pool.mtu, pool.vlan, [t.slug for t in pool.tenants.all()]) == (9000, 89, [other.slug])
+
+    clash = client.post(url, {**sent, "vlan": "90", "tenants": [team["tenant"].pk]})
+    assert clash.status_code == 200
+    assert clash.context["form"].errors == {
+        "vlan": [
+            "Another admin changed this to 89 since you opened the page; reload it and decide "
+            "again."
+        ],
+        "tenants": [
+            f"Another admin changed this to {other.slug} since you opened the page; reload it "
+            "and decide again."
+        ],
+    }
+    pool.refresh_from_db()
+    assert (pool.vlan, [t.slug for t in pool.tenants.all()]) == (89, [other.slug])
+    altered = client.post(url, {**sent, "shown": "forged", "mtu": "1400"})
+    assert "This page was altered" in altered.content.decode()
+
+
+@pytest.mark.django_db
+def test_an_edit_leaves_an_archived_tenant_on_the_pool_and_an_unchanged_form_saves_nothing(
+    team, admin
+):
+    """The form offered only active tenants: any save took an archived one off the pool."""
+    pool = services.create_pool(actor=admin, tenants=[team["tenant"]], **POOL)
+    Tenant.objects.filter(pk=team["tenant"].pk).update(state=TenantState.ARCHIVED)
+    client = api(admin)
+    url = f"/network/pools/{pool.name}/edit/"
+    form = client.get(url).context["form"]
+    sent = {f.name: f.value() for f in form if f.value() not in (None, "")}
+    sent["exclusions"] = ""
+    unchanged = client.post(url, sent, follow=True)
+    assert f"Nothing changed in pool {pool.name}." in unchanged.content.decode()
+    assert not AuditEvent.objects.filter(action="ip_pool.update").exists()
+    assert client.post(url, {**sent, "mtu": "9000"}).status_code == 302
+    pool.refresh_from_db()
+    assert (pool.mtu, list(pool.tenants.all())) == (9000, [team["tenant"]])
 
 
 @pytest.mark.django_db
