@@ -23,7 +23,13 @@ from .models import Tenant
 def reconcile_tenant(tenant):
     """Apply (or remove, when archived) the tenant's objects; observe the quota's usage."""
     usage = _remove(tenant) if tenant.is_archived else _apply(tenant)
-    return {"observed_usage": usage}
+    # Only over the usage this run loaded: the collector's watch writes each change of the
+    # quota as it comes, and one written while this run read the quota is the newer.
+    if usage != tenant.observed_usage:
+        unchanged = Tenant.objects.filter(pk=tenant.pk, observed_usage=tenant.observed_usage)
+        if unchanged.update(observed_usage=usage):
+            tenant.observed_usage = usage
+    return
 
 
 def _apply(tenant):

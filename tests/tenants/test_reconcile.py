@@ -4,7 +4,7 @@ import pytest
 
 from core.models import SyncState
 from k8s_adapters.tenant import QUEUE_API
-from tenants import services
+from tenants import services, tasks
 from tenants.choices import TenantState
 from tenants.models import Tenant
 from tenants.tasks import reconcile_tenant, resync_tenants
@@ -132,6 +132,31 @@ def test_quota_usage_flows_back_from_the_cluster(cluster, create):
     tenant = create(gpu_quota=8)
     gpu_pod(cluster, tenant.namespace, "p1", 3)
     reconcile_tenant(tenant.pk)
+    tenant.refresh_from_db()
+    assert tenant.observed_usage["requests.nvidia.com/gpu"] == "3"
+
+
+def test_a_run_never_writes_its_usage_over_a_newer_one_the_collector_wrote(
+    cluster, create, monkeypatch
+):
+    """The collector's watch writes each change of the quota's usage as it comes: a run that
+    read the quota before such a change keeps its older reading to itself."""
+    tenant = create(gpu_quota=8)
+    gpu_pod(cluster, tenant.namespace, "p1", 3)
+    newer = {"requests.nvidia.com/gpu": "5", "pods": "2"}
+    apply = tasks._apply
+
+    def collector_writes_meanwhile(t):
+        usage = apply(t)  # the quota as this run read it
+        Tenant.objects.filter(pk=t.pk).update(observed_usage=newer)
+        return usage
+
+    monkeypatch.setattr(tasks, "_apply", collector_writes_meanwhile)
+    reconcile_tenant(tenant.pk)
+    tenant.refresh_from_db()
+    assert tenant.observed_usage == newer
+    monkeypatch.setattr(tasks, "_apply", apply)
+    reconcile_tenant(tenant.pk)  # the next run writes what it reads over the one it loaded
     tenant.refresh_from_db()
     assert tenant.observed_usage["requests.nvidia.com/gpu"] == "3"
 
