@@ -69,18 +69,36 @@ def summarize_gpus(rows: list[dict[str, Any]]) -> GpuSummary:
     )
 
 
+def _container_gpus(container: dict[str, Any]) -> int:
+    resources = container.get("resources") or {}
+    return _int((resources.get("limits") or resources.get("requests") or {}).get(GPU))
+
+
+def _pod_gpus(spec: dict[str, Any]) -> int:
+    """The GPUs a pod holds as the scheduler counts them: its containers' together with its
+    sidecars' (init containers that keep running), or what an init container needs beside the
+    sidecars started before it, whichever is more (an init container asking for GPUs holds
+    them on its node as much as the containers after it)."""
+    sidecars = peak = 0
+    for container in spec.get("initContainers") or []:
+        gpus = _container_gpus(container)
+        if container.get("restartPolicy") == "Always":
+            sidecars += gpus
+            peak = max(peak, sidecars)
+        else:
+            peak = max(peak, sidecars + gpus)
+    running = sidecars + sum(_container_gpus(c) for c in spec.get("containers") or [])
+    return max(peak, running)
+
+
 def reduce_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """Only what the console needs: GPUs asked for, where, and by which job and tenant."""
     meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
-    gpus = 0
-    for container in spec.get("containers") or []:
-        resources = container.get("resources") or {}
-        gpus += _int((resources.get("limits") or resources.get("requests") or {}).get(GPU))
     labels = meta.get("labels") or {}
     return {
         "namespace": meta.get("namespace", ""),
         "name": meta["name"],
-        "gpus": gpus,
+        "gpus": _pod_gpus(spec),
         "node": spec.get("nodeName") or "",
         "phase": status.get("phase") or "Pending",
         "job": labels.get("volcano.sh/job-name", ""),

@@ -92,6 +92,23 @@ def test_the_snapshot_counts_gpus_per_node_product_and_tenant():
     assert snap["diagnostics"] == []
 
 
+def test_gpus_asked_for_by_init_containers_and_sidecars_count_as_the_scheduler_counts_them():
+    def with_init(gpus, init):
+        pod = pod_obj("p", "a", gpus)
+        pod["spec"]["initContainers"] = [
+            {"name": f"i{n}", "resources": {"limits": {"nvidia.com/gpu": str(g)}}, **extra}
+            for n, (g, extra) in enumerate(init)
+        ]
+        return reduce_pod(pod)["gpus"]
+
+    sidecar = {"restartPolicy": "Always"}
+    assert with_init(2, [(4, {})]) == 4  # a check run on 4 GPUs before a 2-GPU trainer
+    assert with_init(2, [(1, {}), (1, {})]) == 2
+    assert with_init(2, [(1, sidecar)]) == 3  # a sidecar runs beside the containers
+    assert with_init(1, [(2, sidecar), (3, {})]) == 5  # an init step beside the sidecar before it
+    assert with_init(1, [(3, {}), (2, sidecar)]) == 3
+
+
 def test_gpus_of_nodes_that_take_no_new_pods_are_not_free():
     # A cordoned or NotReady node's idle GPUs showed as free: a job launched on the strength of
     # them stayed pending.
