@@ -6,6 +6,7 @@ Bad values raise ImproperlyConfigured at start-up.
 
 import ipaddress
 import re
+import sys
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -121,7 +122,12 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:63790/0")
+# Tests (which empty their database at start) default to a database of their own, as `make test`
+# sets: a plain `pytest` beside `make run` never removes its queued tasks and cached state.
+REDIS_URL = env.str(
+    "REDIS_URL",
+    default=f"redis://127.0.0.1:63790/{1 if 'pytest' in sys.modules else 0}",
+)
 CACHES = {
     "default": {
         "BACKEND": "core.cache.RedisCache",  # Django's, reusing its clients

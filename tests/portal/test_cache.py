@@ -1,8 +1,15 @@
 """The shared cache (Redis) that de-duplicates reconcile runs and holds short-lived reads."""
 
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
+import pytest
 from django.core.cache import cache, caches
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_cache_reuses_one_redis_client_for_every_operation():
@@ -42,3 +49,38 @@ def test_threads_sharing_one_client_each_read_their_own_keys():
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def _redis_url_of(preamble):
+    """The Redis URL a process of the portal configures itself with, given no REDIS_URL."""
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    code = (
+        f"{preamble}import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'portal.settings'; "
+        "django.setup(); from django.conf import settings; print(settings.REDIS_URL)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return result.stdout.strip()
+
+
+def test_a_plain_pytest_leaves_the_database_of_make_run_alone():
+    """The tests empty their Redis database at start: without REDIS_URL set (a plain `pytest`
+    beside `make run`) it is not the one the portal's own processes use."""
+    if "REDIS_URL" in dotenv_keys():
+        pytest.fail(".env sets REDIS_URL: this test reads the defaults")
+    assert _redis_url_of("") == "redis://127.0.0.1:63790/0"
+    assert _redis_url_of("import pytest; ") == "redis://127.0.0.1:63790/1"
+
+
+def dotenv_keys():
+    env_file = ROOT / ".env"
+    if not env_file.exists():
+        return set()
+    return {line.split("=", 1)[0].strip() for line in env_file.read_text().splitlines()}
