@@ -144,8 +144,9 @@ def _reconcile(job):
 
 @transaction.atomic
 def extend(endpoint, *, hours, actor):
-    """Move expiry to `hours` from now, within the tenant's maximum; the owner or a tenant
-    admin (platform admins count as one) may."""
+    """Keep the endpoint open at least `hours` from now, within the tenant's maximum: an
+    expiry already later stays (an extension never shortens what is left). The owner or a
+    tenant admin (platform admins count as one) may."""
     endpoint = (
         Endpoint.objects.select_for_update().select_related("job__tenant").get(pk=endpoint.pk)
     )
@@ -182,7 +183,7 @@ def extend(endpoint, *, hours, actor):
             }
         )
     before = endpoint.expires_at
-    endpoint.expires_at = timezone.now() + timedelta(hours=hours)
+    endpoint.expires_at = max(before, timezone.now() + timedelta(hours=hours))
     endpoint.reclaimed_at = None
     endpoint.closed_by_admin = False  # a platform admin's extension opens it again
     endpoint.save(update_fields=["expires_at", "reclaimed_at", "closed_by_admin"])

@@ -320,6 +320,11 @@ def test_extensions_stay_within_the_tenant_maximum_and_only_owners_or_admins_ext
     with pytest.raises(endpoints.PermissionDenied):
         endpoints.extend(jupyter, hours=2, actor=team["dave"])
     assert endpoints.extend(jupyter, hours=2, actor=team["alice"]).expires_at > timezone.now()
+    # At least that long from now: one with more time left keeps it (it was cut to 2 hours).
+    most = team["tenant"].endpoint_max_hours
+    later = endpoints.extend(jupyter, hours=most, actor=team["alice"]).expires_at
+    assert later > timezone.now() + timedelta(hours=most - 1)
+    assert endpoints.extend(jupyter, hours=2, actor=team["alice"]).expires_at == later
     # Its owner, demoted to viewer, reads the job and no longer changes it (the API refused,
     # the page's form did not).
     Membership.objects.filter(tenant=team["tenant"], user=team["bob"]).update(role=Role.VIEWER)
