@@ -126,6 +126,7 @@ class JobSerializer(serializers.ModelSerializer):
             "gpus",
             "data_volume",
             "cancel_requested",
+            "delete_requested",
             "spec",
             "created_at",
             "queued_at",

@@ -3,6 +3,7 @@
 import contextlib
 import threading
 import time
+from datetime import UTC, datetime
 from unittest import mock
 
 import pytest
@@ -100,3 +101,24 @@ def api_as(user):
     client = APIClient()
     client.force_login(user)
     return client
+
+
+def cri(*lines):
+    """Lines of a container log as the kubelet writes it (CRI format), stamped now."""
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return "".join(f"{stamp} stdout F {line}\n" for line in lines)
+
+
+def attach_log(cluster, pod, path, container="main"):
+    """Tell KWOK which file is this pod's container log (it serves it through pods/log)."""
+    cluster.apply_one(
+        {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "Logs",
+            "metadata": {
+                "name": pod["metadata"]["name"],
+                "namespace": pod["metadata"]["namespace"],
+            },
+            "spec": {"logs": [{"containers": [container], "logsFile": str(path), "follow": True}]},
+        }
+    )

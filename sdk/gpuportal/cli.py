@@ -5,7 +5,8 @@ gpuportal jobs submit -f job.yaml [--wait running]
 gpuportal jobs launch TEMPLATE [--name N] [--gpus G] [--image I] [--replicas task=N ...]
 gpuportal jobs list [--state S] [-o json]
 gpuportal jobs status NAME [--endpoints] [-o json]
-gpuportal jobs events NAME | cancel NAME | delete NAME [--delete-data]
+gpuportal jobs events NAME | cancel NAME | relaunch NAME | delete NAME [--delete-data]
+gpuportal jobs logs NAME [--pod P] [--container C] [--tail N] [-f]
 gpuportal endpoints extend NAME [--endpoint E] --hours 4
 gpuportal ssh NAME [--print]
 
@@ -91,7 +92,7 @@ def cmd_login(args):
     # On the command line a token shows in `ps` and the shell's history: the environment or
     # a prompt keep it out of both.
     token = args.token or os.environ.get("GPUPORTAL_TOKEN") or getpass.getpass("API token: ")
-    probe = Client(args.url, token)
+    probe = client({"url": args.url, "token": token})  # with GPUPORTAL_TIMEOUT as the rest
     probe.templates()  # fails loudly on a wrong URL or token
     save_config({"url": args.url, "token": token, "tenant": args.tenant, "ssh_host": args.ssh_host})
     print(f"Logged in to {args.url}; settings in {config_path()}")
@@ -123,8 +124,10 @@ SUMMARY = ["name", "state", "gpus", "owner", "queue_position"]
 
 
 def summary(job):
+    state = "deleting" if job.get("delete_requested") else job.get("state")
     return {
         **{k: job.get(k) for k in SUMMARY},
+        "state": state,
         "endpoints": {e["name"]: e["url"] for e in job.get("endpoints", [])},
     }
 
@@ -164,7 +167,8 @@ def cmd_status(args, config):
     if args.output == "json":
         print(json.dumps(job, indent=2, default=str))
         return
-    print(f"{job['name']}: {job['state']}" + (f" ({job['message']})" if job["message"] else ""))
+    state = "deleting" if job.get("delete_requested") else job["state"]
+    print(f"{job['name']}: {state}" + (f" ({job['message']})" if job["message"] else ""))
     if job.get("queue_position"):
         print(f"  waiting in the tenant's queue at position {job['queue_position']}")
     if job.get("pending_reason"):
@@ -189,6 +193,36 @@ def cmd_events(args, config):
 def cmd_cancel(args, config):
     job = client(config).cancel(args.name, tenant_of(args, config))
     print(f"{job['name']}: cancelling ({job['state']})")
+
+
+def cmd_relaunch(args, config):
+    job = client(config).relaunch(args.name, tenant_of(args, config))
+    for warning in job.get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
+    show([summary(job)], SUMMARY, args.output)
+
+
+def cmd_logs(args, config):
+    """One pod's log (the first pod of the job unless --pod says which), or with -f its log as
+    it grows, until the container stops."""
+    api, tenant = client(config), tenant_of(args, config)
+    pod = args.pod
+    if not pod:
+        pods = api.pods(args.name, tenant)
+        if not pods:
+            raise Usage(f"{args.name} has no pods (yet, or any more): see `gpuportal jobs status`.")
+        pod = pods[0]["name"]
+        if len(pods) > 1:
+            others = ", ".join(p["name"] for p in pods[1:4]) + (", ..." if len(pods) > 4 else "")
+            print(f"[{pod}; the job's other pods: {others} (--pod)]", file=sys.stderr)
+    if args.follow:
+        for text in api.follow_log(
+            args.name, pod, tenant, tail=args.tail or 100, container=args.container
+        ):
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        return
+    sys.stdout.write(api.log(args.name, pod, tenant, tail=args.tail, container=args.container))
 
 
 def cmd_delete(args, config):
@@ -216,11 +250,29 @@ def ssh_command(job, ssh_host, user="root"):
     return None
 
 
+def why_no_ssh(job, ssh_host):
+    """Why `ssh_command` found no way in, and what to do."""
+    ssh = [e for e in job["endpoints"] if e["protocol"] == "ssh"]
+    if not ssh:
+        return "the job exposes no SSH port (expose one with protocol ssh)."
+    endpoint = ssh[0]
+    if endpoint.get("mode") == "podip":
+        return (
+            f"its SSH endpoint is reachable only from inside the cluster ({endpoint['url']}). "
+            "From outside, a platform admin allows direct exposure for the tenant and the job "
+            "exposes the port with mode nodeport (then log in with --ssh-host NODE) or "
+            "loadbalancer."
+        )
+    if endpoint.get("mode") == "nodeport" and not ssh_host:
+        return "its SSH port is a NodePort: log in again with --ssh-host and a node's address."
+    return "its SSH endpoint has no address yet; try again in a moment."
+
+
 def cmd_ssh(args, config):
     job = client(config).get(args.name, tenant_of(args, config))
     command = ssh_command(job, config.get("ssh_host"), args.user)
     if command is None:
-        sys.exit(f"{args.name} exposes no reachable SSH port yet (or set --ssh-host at login).")
+        sys.exit(f"{args.name}: {why_no_ssh(job, config.get('ssh_host'))}")
     if args.print:
         print(" ".join(command))
         return
@@ -260,7 +312,7 @@ def parser():
     p = command(jobs, "launch", cmd_launch, "launch from a template")
     p.add_argument("template")
     p.add_argument("--name", default="")
-    p.add_argument("--gpus", type=int)
+    p.add_argument("--gpus", type=int, help="GPUs of each replica of every GPU task")
     p.add_argument("--image")
     p.add_argument("--replicas", nargs="*", help="task=N ...")
     p = command(jobs, "list", cmd_list, "list the tenant's jobs")
@@ -270,6 +322,13 @@ def parser():
     p.add_argument("--endpoints", action="store_true")
     command(jobs, "events", cmd_events, "a job's status events").add_argument("name")
     command(jobs, "cancel", cmd_cancel, "cancel a job").add_argument("name")
+    command(jobs, "relaunch", cmd_relaunch, "launch an ended job again").add_argument("name")
+    p = command(jobs, "logs", cmd_logs, "a pod's log (-f: follow it)")
+    p.add_argument("name")
+    p.add_argument("--pod", help="which pod (default: the job's first)")
+    p.add_argument("--container", default="")
+    p.add_argument("--tail", type=int, help="only the last N lines")
+    p.add_argument("-f", "--follow", action="store_true", help="until the container stops")
     p = command(jobs, "delete", cmd_delete, "delete a job and its workspace")
     p.add_argument("name")
     p.add_argument("--delete-data", action="store_true")
@@ -279,7 +338,7 @@ def parser():
     p = command(endpoints, "extend", cmd_extend, "extend a job's endpoints")
     p.add_argument("name")
     p.add_argument("--endpoint")
-    p.add_argument("--hours", type=int, required=True)
+    p.add_argument("--hours", type=int, required=True, help="keep open at least this long from now")
     p = command(sub, "ssh", cmd_ssh, "ssh into a job's SSH endpoint")
     p.add_argument("name")
     p.add_argument("--user", default="root")
@@ -296,6 +355,8 @@ def main(argv=None):
             args.func(args)
     except (PortalError, Usage, TimeoutError, JobEnded) as exc:
         sys.exit(f"error: {exc}")
+    except KeyboardInterrupt:  # how one stops following a log, or waiting: no traceback
+        sys.exit(130)
     except requests.ReadTimeout as exc:  # sent: the portal may have done it
         sys.exit(
             f"error: the portal did not answer in time ({exc.__class__.__name__}); what was asked "

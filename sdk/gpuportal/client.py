@@ -40,6 +40,20 @@ class Client:
         self.timeout = timeout
 
     def _call(self, method, path, **kwargs):
+        response = self._send(method, path, **kwargs)
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise PortalError(
+                response.status_code,
+                f"the answer from {response.url} is not the portal's API (is the URL right, or "
+                "is a sign-in page in the way?)",
+            ) from None
+
+    def _send(self, method, path, **kwargs):
+        """The answer, or PortalError for a refusal (with the server's field errors)."""
         response = self.http.request(
             method, f"{self.url}/api/v1/{path.lstrip('/')}", timeout=self.timeout, **kwargs
         )
@@ -51,16 +65,7 @@ class Client:
             if not isinstance(body, dict):
                 body = {"detail": str(body)[:500]}
             raise PortalError(response.status_code, body.get("detail", ""), body.get("errors"))
-        if not response.content:
-            return None
-        try:
-            return response.json()
-        except ValueError:
-            raise PortalError(
-                response.status_code,
-                f"the answer from {response.url} is not the portal's API (is the URL right, or "
-                "is a sign-in page in the way?)",
-            ) from None
+        return response
 
     @staticmethod
     def _ref(job, queue=None):
@@ -140,7 +145,67 @@ class Client:
             params={"delete_data": "true"} if delete_data else None,
         )
 
+    def relaunch(self, job, queue=None) -> dict:
+        """The ended job launched again with its recorded spec, as a new job (named after it);
+        returns the new job, with `warnings`."""
+        tenant, name = self._ref(job, queue)
+        return self._call("post", f"tenants/{tenant}/jobs/{name}/relaunch/")
+
+    def pods(self, job, queue=None) -> list[dict]:
+        """The job's pods: name, task, index (replica), phase, node, containers (with exit
+        codes) and their Kubernetes Events."""
+        tenant, name = self._ref(job, queue)
+        return self._call("get", f"tenants/{tenant}/jobs/{name}/pods/")
+
+    def log(self, job, pod: str, queue=None, *, tail: int | None = None, container="") -> str:
+        """A pod's log as text: its last `tail` lines, or the whole of it (up to the portal's
+        download limit)."""
+        tenant, name = self._ref(job, queue)
+        params = {"tail": tail} if tail else {"download": 1}
+        if container:
+            params["container"] = container
+        path = f"tenants/{tenant}/jobs/{name}/pods/{pod}/log/"
+        return self._send("get", path, params=params).text
+
+    def follow_log(
+        self, job, pod: str, queue=None, *, tail: int | None = 100, container="", every=2.0
+    ):
+        """A pod's log as it grows, in pieces of text, until its container stops (or the pod
+        is gone): the last `tail` lines, then each read on from where the last ended, at once
+        while more is there already, else every `every` seconds."""
+        tenant, name = self._ref(job, queue)
+        path = f"tenants/{tenant}/jobs/{name}/pods/{pod}/log/"
+        only = {"container": container} if container else {}
+        params = {**({"tail": tail} if tail else {}), **only}
+        waiting = None  # what was said of a container not started yet, said once
+        cursor, read = None, False
+        while True:
+            try:
+                response = self._send("get", path, params=params)
+            except PortalError as error:
+                if error.status == 404 and read:  # the pod went (its job ended): so did its log
+                    return
+                raise
+            read = True
+            headers = response.headers
+            if headers.get("X-Log-Started") == "0":
+                if response.text != waiting:
+                    yield response.text
+                waiting = response.text
+            elif response.text:
+                yield response.text
+            if headers.get("X-Log-Open") != "1":
+                return
+            moved = headers.get("X-Log-Cursor") not in (None, cursor)
+            if moved:
+                cursor = headers["X-Log-Cursor"]
+                params = {"after": cursor, **only}
+            if not (moved and headers.get("X-Log-More") == "1"):  # else more is there: read on
+                time.sleep(every)
+
     def extend(self, job, endpoint: str, hours: int, queue=None) -> dict:
+        """Keep the endpoint open at least `hours` from now (1 to the tenant's maximum); a
+        later expiry stays."""
         tenant, name = self._ref(job, queue)
         return self._call(
             "post",

@@ -48,8 +48,9 @@ class Task:
 
 @dataclass
 class VolcanoJob:
-    """One job. `queue` is the tenant (its Volcano queue). With `tasks` empty, one task named
-    `master` with `gpu` GPUs runs `command`."""
+    """One job. `queue` is the tenant's slug (`vision`, not its Volcano queue's name
+    `tenant-vision`). With `tasks` empty, one task named `master` with `gpu` GPUs runs
+    `command`."""
 
     name: str
     image: str
@@ -66,7 +67,8 @@ class VolcanoJob:
     max_retry: int = 3
     plugins: list[str] = field(default_factory=lambda: ["svc", "env"])
     # The spec's other fields (policies, min_available, network_topology, volumes, ...), sent
-    # as they are: a spec copied from the portal submits whole; the portal checks every field.
+    # as they are: a template's spec copied from the portal submits whole; the portal checks
+    # every field. `volumes` here adds to `workspace_gib` (one given in both wins here).
     extra: dict = field(default_factory=dict)
 
     def spec(self) -> dict:
@@ -89,12 +91,18 @@ class VolcanoJob:
             if not isinstance(self.networks, list):
                 raise ValueError("networks is a list of networks, each a mapping with a pool")
             spec["networks"] = list(self.networks)
-        return {**spec, **self.extra}
+        extra = dict(self.extra)
+        if "volumes" in extra:  # the rest of the volumes: workspace_gib is not lost to them
+            volumes = _mapping(extra.pop("volumes"), "volumes", "workspace_gib: 50, ...")
+            spec["volumes"] = {**spec["volumes"], **volumes}
+        return {**spec, **extra}
 
     @classmethod
     def from_dict(cls, data: dict) -> VolcanoJob:
-        """A job from its fields as a YAML file or the portal's API gives them; ValueError,
-        saying which, for a file that is not one."""
+        """A job from its fields as a YAML file gives them (this class's fields, and any field
+        of a template's spec as the portal's template pages and API show it); ValueError,
+        saying which, for a file that is not one. Not a launched job as the API returns it:
+        its `spec` is resolved for the cluster (see `Client.get`), not a job to submit."""
         data = _split(cls, data, "the job")
         if not isinstance(data.get("tasks", []), list):
             raise ValueError("tasks is a list of tasks, each a mapping with a name")

@@ -105,8 +105,8 @@ def test_the_logs_page_follows_a_running_pod_by_reading_on(
     """Lines the container writes while the page is open appear in it, each once; the page
     reads on from its last cursor (short requests), never holding a connection open."""
     from jobs.choices import JobState
+    from tests.helpers import attach_log, cri
     from tests.jobs.conftest import job_pods, settle
-    from tests.jobs.test_logs import attach_log, cri
 
     job = settle(launch(templates["single-gpu"], name="follow-me"), JobState.RUNNING)
     [pod] = job_pods(cluster, job)

@@ -3,37 +3,16 @@ pod's log from the file a kwok.x-k8s.io Logs object names (CRI format, followed 
 
 import json
 import socket
-from datetime import UTC, datetime
 
 import pytest
 from rest_framework.test import APIClient
 
 from jobs import services
 from jobs.choices import JobState
-from tests.helpers import wait_for
+from tests.helpers import attach_log, cri, wait_for
 from tests.jobs.conftest import job_pods, settle, submitted
 
 pytestmark = pytest.mark.django_db
-
-
-def cri(*lines):
-    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return "".join(f"{stamp} stdout F {line}\n" for line in lines)
-
-
-def attach_log(cluster, pod, path):
-    """Tell KWOK which file is this pod's container log."""
-    cluster.apply_one(
-        {
-            "apiVersion": "kwok.x-k8s.io/v1alpha1",
-            "kind": "Logs",
-            "metadata": {
-                "name": pod["metadata"]["name"],
-                "namespace": pod["metadata"]["namespace"],
-            },
-            "spec": {"logs": [{"containers": ["main"], "logsFile": str(path), "follow": True}]},
-        }
-    )
 
 
 def client_for(user):

@@ -7,7 +7,7 @@ import socket
 import threading
 
 import pytest
-from gpuportal import Client, JobEnded, VolcanoJob
+from gpuportal import Client, JobEnded, PortalError, VolcanoJob
 
 from tests.sdk.test_sdk import cli
 
@@ -172,3 +172,104 @@ def test_a_job_file_names_its_data_volume_beside_the_spec(monkeypatch):
     client.submit(job)
     assert sent["data_volume"] == "corpus"
     assert "data_volume" not in sent["spec"]
+
+
+def test_a_job_files_volumes_keep_its_workspace_size():
+    """`volumes` beside `workspace_gib` replaced the whole mapping: the workspace silently got
+    the server's default size."""
+    job = VolcanoJob.from_dict(
+        {
+            "name": "a",
+            "image": "i",
+            "queue": "t",
+            "workspace_gib": 200,
+            "volumes": {"storage_class": "fast"},
+        }
+    )
+    assert job.spec()["volumes"] == {"workspace_gib": 200, "storage_class": "fast"}
+
+
+class Answer:
+    def __init__(self, text, **headers):
+        self.text, self.headers = text, {f"X-Log-{k}": v for k, v in headers.items()}
+
+
+def test_following_a_log_says_a_wait_once_reads_on_from_each_cursor_and_stops_with_the_pod(
+    monkeypatch,
+):
+    client = Client("http://127.0.0.1:1", "gpp_x")
+    answers = iter(
+        [
+            Answer("[p-0 is Pending: no log yet]\n", Open="1", Started="0"),
+            Answer("[p-0 is Pending: no log yet]\n", Open="1", Started="0"),
+            Answer("step 1\n", Open="1", Started="1", Cursor="c1", More="1"),
+            Answer("step 2\n", Open="1", Started="1", Cursor="c2", More="0"),
+            Answer("", Open="1", Started="1", Cursor="c2", More="0"),
+            Answer("done\n", Open="0", Started="1", Cursor="c3", More="0"),
+        ]
+    )
+    asked = []
+
+    def send(method, path, params):
+        asked.append(dict(params))
+        return next(answers)
+
+    monkeypatch.setattr(client, "_send", send)
+    monkeypatch.setattr("gpuportal.client.time.sleep", lambda seconds: asked.append("pause"))
+    pieces = list(client.follow_log("j", "p-0", "t", tail=10))
+    assert pieces == ["[p-0 is Pending: no log yet]\n", "step 1\n", "step 2\n", "done\n"]
+    assert asked == [
+        *[{"tail": 10}, "pause"] * 2,
+        {"tail": 10},  # more is there already: read on at once
+        {"after": "c1"},
+        "pause",
+        {"after": "c2"},
+        "pause",
+        {"after": "c2"},
+    ]
+
+
+def test_following_a_log_never_reads_again_at_once_without_getting_further(monkeypatch):
+    """A read cut at its size with no complete line has no cursor to read on from: reading the
+    same again at once would spin."""
+    client = Client("http://127.0.0.1:1", "gpp_x")
+    answers = iter([Answer("", Open="1", Started="1", More="1"), Answer("", Open="0")])
+    asked = []
+    monkeypatch.setattr(client, "_send", lambda method, path, params: answers.__next__())
+    monkeypatch.setattr("gpuportal.client.time.sleep", lambda seconds: asked.append("pause"))
+    assert list(client.follow_log("j", "p-0", "t")) == []
+    assert asked == ["pause"]
+
+
+def test_following_the_log_of_a_pod_that_goes_ends_with_it(monkeypatch):
+    client = Client("http://127.0.0.1:1", "gpp_x")
+
+    def send(method, path, params):
+        if "after" in params:
+            raise PortalError(404, "No such pod.")
+        return Answer("last words\n", Open="1", Started="1", Cursor="c1", More="0")
+
+    monkeypatch.setattr(client, "_send", send)
+    monkeypatch.setattr("gpuportal.client.time.sleep", lambda seconds: None)
+    assert list(client.follow_log("j", "p-0", "t")) == ["last words\n"]
+
+
+def test_ssh_into_a_port_on_the_pod_ip_says_it_is_reachable_only_inside_the_cluster():
+    from gpuportal.cli import ssh_command, why_no_ssh
+
+    job = {
+        "endpoints": [
+            {
+                "name": "ssh",
+                "protocol": "ssh",
+                "mode": "podip",
+                "container_port": 22,
+                "url": "ssh://ssh--dev--t.tenant-t.svc:22",
+                "observed": {},
+            }
+        ]
+    }
+    assert ssh_command(job, "") is None
+    said = why_no_ssh(job, "")
+    assert "reachable only from inside the cluster (ssh://ssh--dev--t.tenant-t.svc:22)" in said
+    assert "mode nodeport" in said

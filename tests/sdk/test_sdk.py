@@ -11,7 +11,8 @@ from gpuportal import Client, PortalError, VolcanoJob
 from jobs.models import Endpoint, Job
 from k8s_adapters.volcano import VCJOB_API
 from tenants.models import Tenant
-from tests.helpers import wait_for
+from tests.helpers import attach_log, cri, wait_for
+from tests.jobs.conftest import job_pods
 from tests.router import RouterClient, endpoint_slice
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -166,6 +167,24 @@ def test_the_cli_logs_in_submits_lists_extends_and_cancels(
     extended = cli("endpoints", "extend", "dev-box", "--hours", "4", config_home=tmp_path)
     assert extended.returncode == 0, extended.stderr
     assert "jupyter: expires" in extended.stdout
+    # Its log, through the API server's pods/log from the file KWOK is told is the container's.
+    job = Job.objects.get(name="dev-box")
+    pod = wait_for(
+        lambda: next(
+            (p for p in job_pods(cluster, job) if p.get("status", {}).get("phase") == "Running"),
+            None,
+        ),
+        timeout=60,
+        message="the job's pod running",
+    )
+    log = tmp_path / "main.log"
+    log.write_text(cri("[I 12:00:01] Jupyter Server is running", "[I 12:00:02] kernel started"))
+    attach_log(cluster, pod, log)
+    last = wait_for(
+        lambda: cli("jobs", "logs", "dev-box", "--tail", "1", config_home=tmp_path).stdout or None,
+        message="the pod's log",
+    )
+    assert last == "[I 12:00:02] kernel started\n"
     too_long = cli("endpoints", "extend", "dev-box", "--hours", "9999", config_home=tmp_path)
     assert too_long.returncode != 0
     assert "the tenant's maximum" in too_long.stderr
@@ -182,3 +201,8 @@ def test_the_cli_logs_in_submits_lists_extends_and_cancels(
     refused = cli("endpoints", "extend", "dev-box", "--hours", "4", config_home=tmp_path)
     assert refused.returncode != 0
     assert "relaunch the job to open them again" in refused.stderr
+    again = cli("jobs", "relaunch", "dev-box", "-o", "json", config_home=tmp_path)
+    assert again.returncode == 0, again.stderr
+    [relaunched] = json.loads(again.stdout)
+    assert relaunched["name"].startswith("dev-box-")
+    assert Job.objects.get(name=relaunched["name"]).spec["policies"] == policies
