@@ -10,7 +10,7 @@ import time
 import uuid
 
 import requests
-from common import percentile, setup_django, start, start_worker, stop
+from common import BENCH_REDIS, percentile, setup_django, start, start_worker, stop
 
 setup_django()
 
@@ -83,11 +83,15 @@ def login(base):
     http = requests.Session()
     page = http.get(f"{base}/accounts/login/").text
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
-    http.post(
+    answer = http.post(
         f"{base}/accounts/login/",
         data={"csrfmiddlewaretoken": token, "login": "bench-user", "password": "bench-password"},
         headers={"Referer": f"{base}/accounts/login/"},
     )
+    # Signed in, a launch's POST answers with the job; not, with the sign-in page (a 200 too).
+    session = any("sessionid" in name for name in http.cookies.get_dict())
+    if "/accounts/login/" in answer.url or not session:
+        sys.exit(f"bench-user could not sign in to {base} (answered {answer.status_code})")
     return http
 
 
@@ -153,7 +157,7 @@ def cleanup(tenant):
 def main():
     import redis
 
-    redis.Redis.from_url("redis://127.0.0.1:63790/2").flushdb()
+    redis.Redis.from_url(BENCH_REDIS).flushdb()
     call_command("seed_templates", verbosity=0)
     version = JobTemplate.objects.get(name="single-gpu", tenant__isnull=True).latest
     tenant, user = make_tenant()

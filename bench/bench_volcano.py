@@ -18,12 +18,18 @@ with the direct run alone, and any added work then queues behind it), and all at
 script creates every claim, then each Volcano job as its claim binds; the portal takes 200
 POSTs back to back). Each line says how busy the machine's CPUs were.
 
-The steady comparison runs BENCH_ROUNDS times (default 1), the script and the portal in turn,
+The steady comparison runs BENCH_ROUNDS times (default 2), the script and the portal in turn,
 each round reported, then all rounds together: the load of a shared machine drifts over minutes,
-and one round's p99 (its second-slowest job) moves by more than the target. Each comparison
-says what the portal adds with a 95% bootstrap interval. BENCH_PERIODS (say `1s,200ms`) runs it
-at each of Volcano's scheduling periods in turn, restarting the test bed's scheduler: the time
-to Running moves with the period, the portal's own part does not.
+and one round's p99 (its third-slowest job) moves by more than the target. Both sides of a round
+take the same arrivals (a seed per round), each job launched at its arrival whatever the ones
+before it are doing (the script in a thread per job, the portal's POSTs from browsers of their
+own). Rounds take turns at which side goes first, and every run starts once the last run's
+objects, rows and queued tasks are gone and the machine is back at rest: otherwise the portal
+always ran in the wake of the script's run. Each comparison says what the portal adds with a 95%
+bootstrap interval (over the rounds, then their jobs, where rounds are pooled), and the rounds
+pooled say whether going first or second moved it. BENCH_PERIODS (say
+`1s,200ms`) runs it at each of Volcano's scheduling periods in turn, restarting the test bed's
+scheduler: the time to Running moves with the period, the portal's own part does not.
 
 Each job asks for 4 GPUs on one pod, so all 200 fit at once (2 per node). Target: the portal
 adds at most 10% at p50 and at p99.
@@ -37,6 +43,9 @@ admission can hold the drain back). BENCH_DRAIN_TIMELINE names a file for each p
 times (launched, admitted, its Volcano job created, Running, Completed, finished in the portal).
 """
 
+import concurrent.futures
+import gc
+import itertools
 import json
 import os
 import random
@@ -46,6 +55,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from queue import SimpleQueue
 
 from bench_launch import login
 from common import ROOT, Busy, percentile, setup_django, start, start_worker, stop
@@ -57,6 +67,7 @@ from django.utils import timezone  # noqa: E402
 
 from core.cluster import get_cluster  # noqa: E402
 from core.heap import freeze_loaded  # noqa: E402
+from core.reconcile import nothing_waiting  # noqa: E402
 from jobs import services as job_services  # noqa: E402
 from jobs.models import Job, JobEvent  # noqa: E402
 from k8s_adapters.errors import PermanentK8sError, TransientK8sError  # noqa: E402
@@ -69,11 +80,12 @@ from tenants.models import AuditEvent, Membership  # noqa: E402
 from tenants.tasks import reconcile_tenant  # noqa: E402
 
 JOBS, NODES, PORT = 200, 100, 8766
+BROWSERS = 16  # at most this many launches at once at given arrivals (a thread each)
 DRAIN_JOBS = int(os.environ.get("BENCH_DRAIN_JOBS", "1000"))
 # Jobs a second of the steady run (Poisson arrivals): one this machine sustains with room to
 # spare, where the script's own pace keeps its CPUs nearly saturated with the direct run alone.
 STEADY_PACE = float(os.environ.get("BENCH_STEADY_PACE", "1"))
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "1"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 # Scheduling periods to run the steady comparison at, one after another (the test bed's
 # scheduler restarted at each, then at its own period again): empty, the period it runs at.
 PERIODS = [p for p in os.environ.get("BENCH_PERIODS", "").split(",") if p]
@@ -106,7 +118,7 @@ class Running(threading.Thread):
     def __init__(self, cluster, namespace):
         super().__init__(daemon=True)
         self.cluster, self.namespace, self.at, self.stop = cluster, namespace, {}, False
-        self.done = {}
+        self.done, self.relists = {}, 0
 
     def run(self):
         version = None
@@ -128,6 +140,17 @@ class Running(threading.Thread):
                 if gone.status != 410:
                     raise
                 version = None
+            except TransientK8sError as lost:  # a reset connection, a 429 or 5xx under load
+                # Relisted, a job seen Running meanwhile is stamped late: said with the run.
+                self.relists += 1
+                print(f"(the watch of {self.namespace} was lost, relisting: {lost})", flush=True)
+                time.sleep(0.2)
+                version = None
+
+    def finish(self):
+        """Stop watching, and wait for the thread (its watch ends within its 5 s timeout)."""
+        self.stop = True
+        self.join(10)
 
     def saw(self, obj):
         phase = read_job(obj).phase
@@ -199,45 +222,54 @@ def make_tenant():
     return tenant, user, admin
 
 
-def portal_run(tenant, version, prefix, offsets=None):
-    """Form POSTs, at the given offsets from the first (the direct script's pace) or back to
-    back; per job, seconds from its POST to the portal's own start time, and that time in three
-    parts: until the portal created its Volcano job, until Volcano said Running (a watch like
-    the direct run's), and until the portal said so."""
+def portal_run(tenant, version, prefix, offsets=None, apart=False):
+    """Form POSTs, at the given offsets from the first (one after another, each waiting for the
+    last: the direct script's pace) or back to back; with `apart`, each at its offset from a
+    browser of its own, whatever the POSTs before it are doing (as researchers launch). Per
+    job, seconds from its POST to the portal's own start time, and that time in three parts:
+    until the portal created its Volcano job, until Volcano said Running (a watch like the
+    direct run's), and until the portal said so."""
     watcher = Running(get_cluster(), tenant.namespace)
     watcher.start()
     time.sleep(1)
-    http = login(f"http://127.0.0.1:{PORT}")
     url = f"http://127.0.0.1:{PORT}/tenants/{tenant.slug}/jobs/launch/"
-    form = http.get(f"{url}?template={version.template.name}&version={version.version}").text
-    token = form.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+    browsers = SimpleQueue()
+    for _ in range(BROWSERS if apart else 1):
+        http = login(f"http://127.0.0.1:{PORT}")
+        form = http.get(f"{url}?template={version.template.name}&version={version.version}")
+        token = form.text.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+        browsers.put((http, token))
     posted = {}
-    first = time.time()
-    for i in range(JOBS):
-        name = f"{prefix}-{i:04d}"
-        if offsets:
-            time.sleep(max(0.0, first + offsets[i] - time.time()))
-        posted[name] = time.time()
-        response = http.post(
-            url,
-            data={
-                "csrfmiddlewaretoken": token,
-                "template": version.template.name,
-                "version": version.version,
-                "name": name,
-                "launch": "1",
-            },
-            headers={"Referer": url},
-        )  # and the job page it redirects to, as a browser (which shows the launch's message)
+
+    def post(name):
+        http, token = browsers.get()
+        try:
+            posted[name] = time.time()
+            response = http.post(
+                url,
+                data={
+                    "csrfmiddlewaretoken": token,
+                    "template": version.template.name,
+                    "version": version.version,
+                    "name": name,
+                    "launch": "1",
+                },
+                headers={"Referer": url},
+            )  # and the job page it redirects to, as a browser (which shows the launch's message)
+        finally:
+            browsers.put((http, token))
         assert [r.status_code for r in response.history] == [302], response.text[:500]
+        assert response.url.endswith(f"/jobs/{name}/"), response.url  # not a sign-in page
         assert response.status_code == 200, response.text[:500]
+
+    at_arrivals([f"{prefix}-{i:04d}" for i in range(JOBS)], offsets, post, apart)
     deadline = time.monotonic() + 600
     while Job.objects.filter(tenant=tenant, started_at__isnull=True).exists():
         if time.monotonic() > deadline:
             sys.exit("portal jobs never all ran")
         time.sleep(0.2)
     watcher.wait_all(posted, timeout=60)
-    watcher.stop = True
+    watcher.finish()
     started = dict(Job.objects.filter(tenant=tenant).values_list("name", "started_at"))
     submitted = submissions(tenant)
     parts = {
@@ -276,33 +308,44 @@ def apply_like_a_careful_script(cluster, objects):
     *volumes, vcjob = objects
     applied = apply_retrying(cluster, volumes)
     claims = [o for o in applied if o["kind"] == "PersistentVolumeClaim"]
-    if wait_bound(cluster, vcjob["metadata"]["namespace"], claims, 60):
-        sys.exit("a claim of the direct run never bound")
+    namespace, deadline = vcjob["metadata"]["namespace"], time.monotonic() + 60
+    # A claim whose watch broke (a transient error) counts as unbound: it is read and waited
+    # for again, until the deadline.
+    while unbound := wait_bound(cluster, namespace, claims, deadline - time.monotonic()):
+        if time.monotonic() > deadline:
+            sys.exit(f"a claim of the direct run never bound: {unbound}")
+        claims = [
+            c for n in unbound if (c := cluster.get("v1", "PersistentVolumeClaim", n, namespace))
+        ]
+        time.sleep(0.05)
     apply_retrying(cluster, [vcjob])
 
 
-def direct_run(tenant, user, prefix="d", pace=None):
-    """The same objects the portal applies, applied by a script one job after another (or at
-    `pace` jobs a second); Volcano's Running, and that time in two parts (before and after the
-    script created the Volcano job). Also returns each job's offset from the first, to pace the
-    portal's run alike."""
+def direct_run(tenant, user, prefix="d", arrivals=None):
+    """The same objects the portal applies, applied by a script one job after another, each
+    once the last is created (or each at its offset in `arrivals`, in a thread of its own,
+    whatever the jobs before it are doing, as the portal takes each POST when it comes);
+    Volcano's Running, and that time in two parts (before and after the script created the
+    Volcano job). Also returns each job's offset from the first, to pace the portal's run
+    alike."""
     cluster = get_cluster()
+    names = [f"{prefix}-{i:04d}" for i in range(JOBS)]
+    manifests = {  # made before the clock starts, as the portal's are not (its own part)
+        name: build_job(job_services.resolve(tenant, user, name=name, data=SPEC)) for name in names
+    }
     watcher = Running(cluster, tenant.namespace)
     watcher.start()
     time.sleep(1)
     applied, submitted = {}, {}
-    arrivals = poisson_arrivals(pace) if pace else None
-    first = time.time()
-    for i in range(JOBS):
-        name = f"{prefix}-{i:04d}"
-        if arrivals:
-            time.sleep(max(0.0, first + arrivals[i] - time.time()))
-        spec = job_services.resolve(tenant, user, name=name, data=SPEC)
+
+    def create(name):
         applied[name] = time.time()
-        apply_like_a_careful_script(cluster, build_job(spec))
+        apply_like_a_careful_script(cluster, manifests[name])
         submitted[name] = time.time()
+
+    at_arrivals(names, arrivals, create, apart=arrivals is not None)
     watcher.wait_all(applied, timeout=300)
-    watcher.stop = True
+    watcher.finish()
     first = min(applied.values())
     offsets = [applied[n] - first for n in sorted(applied)]
     parts = {
@@ -312,11 +355,32 @@ def direct_run(tenant, user, prefix="d", pace=None):
     return ([watcher.at[n] - applied[n] for n in applied], parts), offsets
 
 
-def poisson_arrivals(pace):
+def at_arrivals(names, offsets, start, apart):
+    """`start(name)` for each name: at its offset (seconds from the first) in a thread of its
+    own (`apart`), or one after another, each at its offset once the last returned (no
+    offsets: back to back). An error in any is raised here."""
+    first = time.time()
+    if not apart:
+        for i, name in enumerate(names):
+            if offsets:
+                time.sleep(max(0.0, first + offsets[i] - time.time()))
+            start(name)
+        return
+    with concurrent.futures.ThreadPoolExecutor(max_workers=BROWSERS) as pool:
+        started = []
+        for i, name in enumerate(names):
+            time.sleep(max(0.0, first + offsets[i] - time.time()))
+            started.append(pool.submit(start, name))
+        for done in started:
+            done.result()
+
+
+def poisson_arrivals(pace, seed=13):
     """JOBS offsets (seconds from the first) of a Poisson process of `pace` a second, the same
-    every run: jobs arriving in step with Volcano's one-second scheduling cycle would all wait
-    the same part of it, differently for the script and for the portal."""
-    rng, at, offsets = random.Random(13), 0.0, []
+    for a given seed (both sides of a round get the same): jobs arriving in step with Volcano's
+    one-second scheduling cycle would all wait the same part of it, differently for the script
+    and for the portal."""
+    rng, at, offsets = random.Random(seed), 0.0, []
     for _ in range(JOBS):
         offsets.append(at)
         at += rng.expovariate(pace)
@@ -349,7 +413,7 @@ def direct_burst(tenant, user, prefix="db", spec=SPEC, count=JOBS, done=False):
                 apply_retrying(cluster, [vcjobs.pop(name)])
         time.sleep(0.05)
     watcher.wait_all(created, timeout=3600, done=done)
-    watcher.stop = True
+    watcher.finish()
     return [watcher.at[n] - created[n] for n in created], watcher, min(created.values())
 
 
@@ -380,7 +444,7 @@ def drain_portal(tenant, user):
             sys.exit("the portal's backlog never drained")
         time.sleep(0.5)
     watcher.wait_all(launched, timeout=60, done=True)
-    watcher.stop = True
+    watcher.finish()
     rows = list(
         Job.objects.filter(tenant=tenant).values_list(
             "name", "submitted_at", "started_at", "finished_at"
@@ -441,7 +505,7 @@ def clear(tenant):
         cluster.delete(VCJOB_API, "Job", vcjob["metadata"]["name"], tenant.namespace)
     for claim in cluster.list("v1", "PersistentVolumeClaim", namespace=tenant.namespace):
         cluster.delete("v1", "PersistentVolumeClaim", claim["metadata"]["name"], tenant.namespace)
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 300
 
     def volumes():
         return [
@@ -454,9 +518,14 @@ def clear(tenant):
         cluster.list("v1", "Pod", namespace=tenant.namespace)
         or cluster.list("v1", "PersistentVolumeClaim", namespace=tenant.namespace)
         or volumes()
+        # The portal's own cleanup: its rows, and the deletions' runs (a next run's launches
+        # would wait behind them in the queue, and a queue not empty stops a run waiting for
+        # its claim to bind).
+        or Job.objects.filter(tenant=tenant).exists()
+        or not nothing_waiting()
     ):
         if time.monotonic() > deadline:
-            sys.exit("pods, claims or volumes of the last run never went away")
+            sys.exit("pods, claims, volumes or jobs of the last run never went away")
         time.sleep(0.5)
 
 
@@ -491,7 +560,7 @@ def main():
             flush=True,
         )
         if "paced" in RUNS:
-            direct, portal, busy, offsets = paired_round(tenant, user, version, "")
+            direct, portal, busy, offsets = paired_round(tenant, user, version)
             print(
                 f"(the direct script's pace, which the portal's POSTs replayed: "
                 f"{JOBS / offsets[-1]:.1f} jobs/s)",
@@ -509,40 +578,67 @@ def main():
                 if schedule_period() != own:
                     restart_scheduler(own)
         if "burst" in RUNS:
+            settle()
             busy = Busy()
             burst, _, _ = direct_burst(tenant, user)
             direct_busy = busy.percent()
             clear(tenant)
+            settle()
             busy = Busy()
             portal = portal_run(tenant, version, "pb")
             compare("all at once", (burst, {}), portal, (direct_busy, busy.percent()))
             clear(tenant)
         if DRAIN_JOBS:
+            settle()
             drained = drain_direct(tenant, user)
             clear(tenant)
+            settle()
             report_drain(drained, drain_portal(tenant, user))
     finally:
-        stop(web, collector, *workers)
-        clear(tenant)
-        get_cluster().delete(QUEUE_API, "Queue", tenant.queue_name)
-        get_cluster().delete("v1", "Namespace", tenant.namespace)
-        Job.objects.filter(tenant=tenant).delete()
-        AuditEvent.objects.filter(tenant=tenant).delete()
-        version.template.delete()
-        tenant.delete()
-        remove_nodes()
+        try:
+            clear(tenant)  # with the portal's workers still there to remove its jobs
+        finally:
+            stop(web, collector, *workers)
+            get_cluster().delete(QUEUE_API, "Queue", tenant.queue_name)
+            get_cluster().delete("v1", "Namespace", tenant.namespace)
+            Job.objects.filter(tenant=tenant).delete()
+            AuditEvent.objects.filter(tenant=tenant).delete()
+            version.template.delete()
+            tenant.delete()
+            remove_nodes()
 
 
 def steady(tenant, user, version, prefix):
     label = f"{prefix}one after another, {STEADY_PACE:g} jobs/s on average (Poisson)"
-    rounds = []
-    tag = prefix.removeprefix("at ").rstrip(", ").replace(".", "")
+    rounds, first = [], []
     for n in range(ROUNDS):
-        rounds.append(paired_round(tenant, user, version, f"s{tag}{n}", STEADY_PACE)[:3])
-        suffix = f", round {n + 1} of {ROUNDS}" if ROUNDS > 1 else ""
+        portal_first = n % 2 == 1  # rounds take turns: the script first, then the portal
+        arrivals = poisson_arrivals(STEADY_PACE, seed=13 + n)  # both sides of a round alike
+        rounds.append(paired_round(tenant, user, version, arrivals, portal_first)[:3])
+        first.append(portal_first)
+        order = "the portal first" if portal_first else "the script first"
+        suffix = f", round {n + 1} of {ROUNDS} ({order})" if ROUNDS > 1 else ""
         compare(label + suffix, *rounds[-1])
     if ROUNDS > 1:
-        compare(f"{label}, all {ROUNDS} rounds together", *pooled(rounds))
+        compare(f"{label}, all {ROUNDS} rounds together", *pooled(rounds), rounds=rounds)
+        order_effect(rounds, first)
+
+
+def order_effect(rounds, portal_first):
+    """What the portal adds at p50 in rounds where it went first, against rounds where the
+    script did: a clear gap says one run still leaves work behind for the next."""
+    added = [percentile(r[1][0], 50) / percentile(r[0][0], 50) - 1 for r in rounds]
+    by_order = {
+        first: [a for a, f in zip(added, portal_first, strict=True) if f == first]
+        for first in (False, True)
+    }
+    if by_order[False] and by_order[True]:
+        mean = {k: sum(v) / len(v) for k, v in by_order.items()}
+        print(
+            f"  order: the portal adds {mean[False]:+.0%} at p50 going second, {mean[True]:+.0%} "
+            "going first (rounds averaged)",
+            flush=True,
+        )
 
 
 def restart_scheduler(period):
@@ -556,18 +652,82 @@ def restart_scheduler(period):
     )
 
 
-def paired_round(tenant, user, version, tag, pace=None):
-    """The script (at its own pace, or Poisson arrivals at `pace`), then the portal's POSTs at
-    the script's offsets: (direct, portal, CPUs busy in each, offsets)."""
-    busy = Busy()
-    direct, offsets = direct_run(tenant, user, f"d{tag}", pace=pace)
-    direct_busy = busy.percent()
-    clear(tenant)
-    busy = Busy()
-    portal = portal_run(tenant, version, f"p{tag}", offsets)
-    portal_busy = busy.percent()
-    clear(tenant)
+def paired_round(tenant, user, version, arrivals=None, portal_first=False):
+    """The script, then the portal's POSTs: (direct, portal, CPUs busy in each, offsets). With
+    `arrivals`, both at those offsets, each job apart (`at_arrivals`); without, the script one
+    job after another at its own pace and the portal's POSTs replaying its offsets. With
+    `portal_first` (arrivals only), the portal first: rounds that take turns going first leave
+    neither side always running in the wake of the other. Each run starts on a settled machine
+    (`settle`), and every run's jobs have names of their own."""
+    tag = next(RUN_TAGS)
+
+    def run_direct():
+        settle()
+        busy = Busy()
+        direct, offsets = direct_run(tenant, user, f"d{tag}", arrivals)
+        result = direct, busy.percent(), offsets
+        clear(tenant)
+        return result
+
+    def run_portal(offsets):
+        settle()
+        busy = Busy()
+        portal = portal_run(tenant, version, f"p{tag}", offsets, apart=arrivals is not None)
+        result = portal, busy.percent()
+        clear(tenant)
+        return result
+
+    if portal_first:
+        assert arrivals, "the portal goes first only at given arrivals"
+        portal, portal_busy = run_portal(arrivals)
+        direct, direct_busy, offsets = run_direct()
+    else:
+        direct, direct_busy, offsets = run_direct()
+        portal, portal_busy = run_portal(arrivals or offsets)
     return direct, portal, (direct_busy, portal_busy), offsets
+
+
+RUN_TAGS = (f"r{n}" for n in itertools.count())  # job names: d<tag>-0001, p<tag>-0001
+QUIET = {}  # by scheduling period: the least CPU use (cores) the test bed has shown at rest
+
+
+def settle(window=2.0, most=90.0, margin=0.15):
+    """Wait until the machine is back at rest: its CPUs (iowait counted as busy: etcd's
+    compaction and the database's vacuum are disk work) within `margin` cores of the least the
+    idle test bed has shown at this scheduling period, for two windows in a row; at most `most`
+    seconds. `clear` already waited for the last run's objects, rows and queued tasks: this is
+    for the work that outlasts them (the API server's garbage collection and events, Volcano's
+    cache, the database's vacuum), with which the next run would share the CPUs. Also collects
+    the last run's garbage in this process, which keeps the clocks and the watches."""
+    gc.collect()
+    gc.freeze()
+    period = schedule_period()
+    if period not in QUIET:
+        time.sleep(10)
+        QUIET[period] = min(_busy_cores(window) for _ in range(5))
+        print(f"(at rest, the test bed keeps {QUIET[period]:.2f} cores busy)", flush=True)
+    started, calm = time.monotonic(), 0
+    while calm < 2:
+        if time.monotonic() - started > most:
+            print(f"(the machine did not settle within {most:.0f} s; the run starts all the same)")
+            return
+        busy = _busy_cores(window)
+        QUIET[period] = min(QUIET[period], busy)
+        calm = calm + 1 if busy <= QUIET[period] + margin else 0
+    print(f"(settled in {time.monotonic() - started:.0f} s)", flush=True)
+
+
+def _busy_cores(seconds):
+    def read():
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+        return sum(fields), fields[3]  # all, idle (iowait counts as busy)
+
+    total, idle = read()
+    time.sleep(seconds)
+    total2, idle2 = read()
+    spent = total2 - total
+    return (1 - (idle2 - idle) / spent) * os.cpu_count() if spent else 0.0
 
 
 def pooled(rounds):
@@ -584,8 +744,9 @@ def pooled(rounds):
     return together([r[0] for r in rounds]), together([r[1] for r in rounds]), busy
 
 
-def compare(label, direct_and_parts, portal_and_parts, busy):
-    """Direct against portal, each split in parts; how busy the machine's CPUs were in each."""
+def compare(label, direct_and_parts, portal_and_parts, busy, rounds=None):
+    """Direct against portal, each split in parts; how busy the machine's CPUs were in each.
+    `rounds`: the rounds pooled here, for an interval that covers their drift too."""
     (direct, direct_parts), (portal, portal_parts) = direct_and_parts, portal_and_parts
     print(f"{label} (CPUs busy: {busy[0]:.0f}% direct, {busy[1]:.0f}% portal):")
     d50, d99 = report("  direct", direct)
@@ -594,27 +755,30 @@ def compare(label, direct_and_parts, portal_and_parts, busy):
     p50, p99 = report("  portal", portal)
     for part, seconds in portal_parts.items():
         report(part, seconds)
+    samples = [(r[0][0], r[1][0]) for r in rounds] if rounds else [(direct, portal)]
     added = " and ".join(
         f"{100 * (p / d - 1):+.0f}% at p{q} (95% interval {low:+.0%} to {high:+.0%})"
         for q, d, p, (low, high) in (
-            (50, d50, p50, added_interval(direct, portal, 50)),
-            (99, d99, p99, added_interval(direct, portal, 99)),
+            (50, d50, p50, added_interval(samples, 50)),
+            (99, d99, p99, added_interval(samples, 99)),
         )
     )
     print(f"  portal adds {added} (target: at most +10%)", flush=True)
 
 
-def added_interval(direct, portal, p, draws=2000):
-    """A 95% bootstrap interval of what the portal adds at percentile `p`: each side's jobs
-    drawn again with replacement, `draws` times. It covers the spread of the jobs within the
-    runs compared, not the drift of the machine's load between runs (the rounds show that)."""
+def added_interval(rounds, p, draws=2000):
+    """A 95% bootstrap interval of what the portal adds at percentile `p`, over `rounds` (each
+    a pair of the direct and the portal jobs' times): the rounds drawn again with replacement,
+    then each side's jobs within each, `draws` times. One round: its jobs' spread only; more:
+    the drift of the machine's load between rounds as well."""
     rng = random.Random(7)
-    added = sorted(
-        percentile(rng.choices(portal, k=len(portal)), p)
-        / percentile(rng.choices(direct, k=len(direct)), p)
-        - 1
-        for _ in range(draws)
-    )
+    added = []
+    for _ in range(draws):
+        picked = rng.choices(rounds, k=len(rounds)) if len(rounds) > 1 else rounds
+        direct = [t for d, _ in picked for t in rng.choices(d, k=len(d))]
+        portal = [t for _, q in picked for t in rng.choices(q, k=len(q))]
+        added.append(percentile(portal, p) / percentile(direct, p) - 1)
+    added.sort()
     return added[int(0.025 * draws)], added[int(0.975 * draws) - 1]
 
 
