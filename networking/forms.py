@@ -1,11 +1,10 @@
 from django import forms
-from django.core import signing
-from django.core.exceptions import ValidationError
 
+from core.edits import changed_boxes, sign_shown
 from tenants.models import Tenant
 
 from .models import POOL_FIELDS, IPPool
-from .services import EDITABLE, as_shown, shown_values
+from .services import EDITABLE, shown_values
 
 SHOWN = "pool-form-shown"
 
@@ -36,7 +35,7 @@ class PoolForm(forms.ModelForm):
         if self.instance.pk:
             self.fields["name"].disabled = True
             self.initial["exclusions"] = "\n".join(self.instance.exclusions)
-            self.fields["shown"].initial = signing.dumps(shown_values(self.instance), salt=SHOWN)
+            self.fields["shown"].initial = sign_shown(shown_values(self.instance), SHOWN)
             # Its tenants as they are, archived ones too: offered only the active ones, a save
             # would take the rest off the pool unasked.
             current = Tenant.objects.filter(ip_pools=self.instance)
@@ -46,23 +45,12 @@ class PoolForm(forms.ModelForm):
         """(the fields this admin changed from what the page showed them, to their new values;
         what the page showed of those): the service saves them only if nobody else changed
         them meanwhile, and leaves alone what another admin changed of the rest."""
-        try:
-            shown = signing.loads(self.cleaned_data.get("shown") or "", salt=SHOWN)
-        except signing.BadSignature:
-            raise ValidationError(
-                "This page was altered, or is from before an upgrade: reload it and make the "
-                "change again."
-            ) from None
         values = {name: self.cleaned_data.get(name) for name in EDITABLE}
         values["tenants"] = sorted(t.slug for t in values["tenants"] or ())
-        changes = {
-            name: value
-            for name, value in values.items()
-            if as_shown(value) != as_shown(shown.get(name))
-        }
+        changes, seen = changed_boxes(self.cleaned_data.get("shown"), values, SHOWN)
         if "tenants" in changes:  # the service takes the tenants themselves
             changes["tenants"] = list(self.cleaned_data["tenants"])
-        return changes, {name: shown.get(name) for name in changes}
+        return changes, seen
 
     def clean_exclusions(self):
         return [

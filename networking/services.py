@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from core.edits import refuse_changed_meanwhile
 from core.locks import POOL_WRITES, take_turn
 from core.reconcile import enqueue, send
 from core.unique import taken_is_invalid
@@ -48,29 +49,9 @@ def shown_values(pool: IPPool) -> dict[str, Any]:
     return {name: data[name] for name in EDITABLE}
 
 
-def as_shown(value: Any) -> Any:
-    """A field's value as a form shows it and the database keeps it: an empty box is none."""
-    return None if value == "" else value
-
-
-def _check_unchanged_since(
-    now: dict[str, Any], seen: dict[str, Any], changes: dict[str, Any]
-) -> None:
-    """Checked with the pool's row locked: two admins saving at once are seen in turn."""
-    errors = {}
-    for name, was in seen.items():
-        if as_shown(now[name]) not in (as_shown(was), as_shown(changes.get(name))):
-            value = now[name]
-            if name == "exclusions" or name == "tenants":
-                value = ", ".join(value) or "none"
-            elif value in (None, ""):
-                value = "empty"
-            errors[name] = (
-                f"Another admin changed this to {value} since you opened the page; reload it "
-                "and decide again."
-            )
-    if errors:
-        raise ValidationError(errors)
+def _said(name: str, value: Any) -> Any:
+    """A pool's field as an error message says it: lists (tenants, exclusions) comma-separated."""
+    return ", ".join(value) or "none" if isinstance(value, list) else value
 
 
 def _locked(pool: IPPool, *, delete: bool = False) -> IPPool:
@@ -187,7 +168,7 @@ def update_pool(
         asked = {**changes}
         if tenants is not None:
             asked["tenants"] = sorted(t.slug for t in tenants)
-        _check_unchanged_since(before, seen, asked)
+        refuse_changed_meanwhile(before, seen, asked, _said)  # its row is locked: saves take turns
     changes.pop("name", None)  # names NetworkAttachmentDefinitions: never changes
     for name, value in changes.items():
         setattr(pool, name, value)

@@ -1,12 +1,11 @@
 from django import forms
 from django.contrib.auth import get_user_model
-from django.core import signing
-from django.core.exceptions import ValidationError
+
+from core.edits import changed_boxes, sign_shown
 
 from .choices import Role
 from .constants import QUEUE_FIELDS, QUOTA_FIELDS
 from .models import Tenant
-from .services import as_shown
 
 SHOWN = "tenant-form-shown"
 EDITABLE = ["display_name", *QUOTA_FIELDS, *QUEUE_FIELDS]
@@ -28,7 +27,7 @@ class TenantForm(forms.ModelForm):
         if self.instance.pk:
             self.fields["slug"].disabled = True
             self.fields["slug"].help_text = "The slug names cluster objects and cannot change."
-            self.fields["shown"].initial = signing.dumps(self._values(self.instance), salt=SHOWN)
+            self.fields["shown"].initial = sign_shown(self._values(self.instance), SHOWN)
 
     def _values(self, tenant):
         return {name: getattr(tenant, name) for name in EDITABLE}
@@ -37,19 +36,8 @@ class TenantForm(forms.ModelForm):
         """(the fields this admin changed from what the page showed them, to their new values;
         what the page showed of those): the service saves them only if nobody else changed
         them meanwhile, and leaves alone what another admin changed of the rest."""
-        try:
-            shown = signing.loads(self.cleaned_data.get("shown") or "", salt=SHOWN)
-        except signing.BadSignature:
-            raise ValidationError(
-                "This page was altered, or is from before an upgrade: reload it and make the "
-                "change again."
-            ) from None
-        changes = {
-            name: self.cleaned_data.get(name)
-            for name in EDITABLE
-            if as_shown(self.cleaned_data.get(name)) != as_shown(shown.get(name))
-        }
-        return changes, {name: shown.get(name) for name in changes}
+        values = {name: self.cleaned_data.get(name) for name in EDITABLE}
+        return changed_boxes(self.cleaned_data.get("shown"), values, SHOWN)
 
 
 class AddMemberForm(forms.Form):

@@ -11,6 +11,7 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from core.cluster import get_cluster, node_gpus
+from core.edits import refuse_changed_meanwhile
 from core.locks import DEPARTMENTS, GUARANTEES, take_turn
 from core.models import SyncState
 from core.reconcile import enqueue
@@ -323,7 +324,8 @@ def update_tenant(
     if tenant.is_archived:
         raise ValidationError("This tenant is archived; it cannot be changed.")
     if seen:
-        _check_unchanged_since(tenant, seen, changes)
+        now = {name: getattr(tenant, name) for name in seen}
+        refuse_changed_meanwhile(now, seen, changes)  # its row is locked: saves take turns
     before = tenant_snapshot(tenant)
     changes.pop("slug", None)  # the slug names cluster objects: it never changes
     for name, value in changes.items():
@@ -342,26 +344,6 @@ def update_tenant(
     if before["allow_direct_exposure"] and not tenant.allow_direct_exposure:
         enqueue("jobs.close_direct_endpoints", tenant.pk)  # what it exposed so closes now
     return tenant
-
-
-def as_shown(value: Any) -> Any:
-    """A field's value as a form shows it and the database keeps it: an empty box is none."""
-    return None if value == "" else value
-
-
-def _check_unchanged_since(tenant: Tenant, seen: dict[str, Any], changes: dict[str, Any]) -> None:
-    """Checked with the tenant's row locked: two admins saving at once are seen in turn."""
-    errors = {}
-    for name, was in seen.items():
-        now = getattr(tenant, name)
-        if as_shown(now) not in (as_shown(was), as_shown(changes.get(name))):
-            value = "empty" if now in (None, "") else now
-            errors[name] = (
-                f"Another admin changed this to {value} since you opened the page; reload it "
-                "and decide again."
-            )
-    if errors:
-        raise ValidationError(errors)
 
 
 def archive_blocked_by(tenant: Tenant) -> list[str]:
