@@ -1,5 +1,6 @@
 """The portal's own queue: jobs beyond the quota wait in order; admission is race-safe."""
 
+import itertools
 import threading
 import time
 from datetime import timedelta
@@ -7,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.db.models import Count
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -664,3 +666,45 @@ def test_cancelling_the_job_at_the_head_of_the_queue_lets_the_next_in_at_once(
     with django_capture_on_commit_callbacks(execute=True):
         services.cancel_job(Job.objects.get(pk=big.pk), actor=team["bob"])
     assert states(big, small) == ["cancelled", "admitted"]
+
+
+@pytest.mark.django_db
+def test_admission_counts_what_a_queued_jobs_reasons_and_the_quota_form_count():
+    """Admission reads the tenant's jobs grouped by what it tells apart; a queued job's reasons
+    and the quota form read them with a filter per sum. Over jobs in every state, submitted or
+    not, with volumes ahead or not, quota released or not, workspace gone or not, cancel or
+    delete asked or not, they count the same: a job admitted would otherwise be said to wait,
+    or a quota refused that admission would fill."""
+    tenant = Tenant.objects.create(slug="mixed", display_name="M", gpu_quota=0)
+    owner = get_user_model().objects.create(username="mixer")
+    now = timezone.now()
+    combinations = itertools.product(JobState.values, *[(None, now)] * 4, *[(False, True)] * 2)
+    Job.objects.bulk_create(
+        Job(
+            tenant=tenant,
+            owner=owner,
+            name=f"j-{i}",
+            spec={},
+            gpus=i % 5 + 1,
+            cpu_millicores=1000 + i,
+            memory_mib=512 + i,
+            pods=i % 3 + 1,
+            storage_gib=i % 7 + 1,
+            state=state,
+            queued_at=now,
+            submitted_at=submitted,
+            volumes_ahead_at=ahead,
+            quota_released_at=released,
+            workspace_gone_at=gone,
+            cancel_requested=cancel,
+            delete_requested=delete,
+        )
+        for i, (state, submitted, ahead, released, gone, cancel, delete) in enumerate(combinations)
+    )
+    by_filters = Job.objects.filter(tenant=tenant).aggregate(
+        waiting=Count("id", filter=admission._WAITING), **admission._HELD, **admission._WORKSPACES
+    )
+    assert by_filters["jobs"]
+    assert by_filters["waiting"]
+    assert by_filters["workspaces"]
+    assert admission._totals(tenant) == by_filters
