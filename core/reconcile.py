@@ -255,13 +255,15 @@ def reconciler(
     *,
     name: str,
     select_related: tuple[str, ...] = (),
+    annotate: dict[str, Any] | None = None,
     on_permanent: Callable[[M, PermanentK8sError], None] | None = None,
 ) -> Callable[[Callable[[M], dict[str, Any] | None]], Any]:
     """Turn `fn(obj)` into the Celery task `name(pk)`: started, load with its lock (a gone object
     is done), run, and record the outcome. `fn` returns the observed fields to save, or None.
     A PermanentK8sError is recorded as `error` and ends the run (`on_permanent(obj, error)`
     may end the object's lifecycle too); a TransientK8sError is recorded as `retrying` and the
-    task retries with backoff."""
+    task retries with backoff. `select_related` and `annotate` shape the query that loads the
+    object (with its lock): what every run reads comes in that one round trip."""
 
     def decorate(fn: Callable[[M], dict[str, Any] | None]) -> Any:
         @shared_task(name=name, ignore_result=True, **RETRY)
@@ -271,8 +273,10 @@ def reconciler(
                 cache.delete(_queued_key(name, pk, "requeued"))  # another may be sent
                 return
             started(name, pk, delayed=delayed)
-            queryset: models.QuerySet[M] = model.objects.all()  # type: ignore[attr-defined]
-            with exclusive_load(name, kind, queryset.select_related(*select_related), pk) as obj:
+            queryset: models.QuerySet[M] = model.objects.select_related(*select_related)  # type: ignore[attr-defined]
+            if annotate:
+                queryset = queryset.annotate(**annotate)
+            with exclusive_load(name, kind, queryset, pk) as obj:
                 if obj is None:  # gone, or another run holds it
                     return
                 try:

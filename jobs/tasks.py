@@ -11,6 +11,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from core.cluster import get_cluster
@@ -101,6 +102,11 @@ def _failed(job, error):
     # Only the tenant: every run needs it, while the owner (for endpoints) and the data volume
     # are read only for jobs that have them (the wider join cost a quarter more per load).
     select_related=("tenant",),
+    # Whether a run recorded creating its Volcano job: read with the job, as every run before
+    # its first phase asks (a launch's first run among them).
+    annotate={
+        "submission_recorded": Exists(JobEvent.objects.filter(job=OuterRef("pk"), kind="submitted"))
+    },
     on_permanent=_failed,
 )
 def reconcile_job(job):
@@ -321,8 +327,10 @@ def _ensure(job):
 
 
 def _submission_said(job):
-    """Whether a run recorded creating the job's Volcano job (its "submitted" event)."""
-    return job.events.filter(kind="submitted").exists()
+    """Whether a run recorded creating the job's Volcano job (its "submitted" event), as the
+    run's load read it (under the job's lock: no other run records it meanwhile)."""
+    loaded = getattr(job, "submission_recorded", None)
+    return job.events.filter(kind="submitted").exists() if loaded is None else loaded
 
 
 def _create_vcjob(cluster, job, manifest):
