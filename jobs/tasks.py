@@ -70,8 +70,6 @@ PENDING_REASON_AFTER = 3  # seconds after submission: Volcano schedules every se
 PENDING_REASON_EVERY = 5  # seconds: reading why a job waits takes several LISTs
 # Jobs waiting longer than this are re-read by every LONG_WAIT_EVERY-th frequent resync only.
 LONG_WAIT, LONG_WAIT_EVERY = timedelta(minutes=1), 3
-_queues = {"at": 0.0, "parents": set(), "open": {}}
-QUEUE_OPEN_FOR = 5  # seconds
 logger = logging.getLogger(__name__)
 POD_STOP_RECHECK = 2.0  # seconds between looks at a deleted job's pods while they stop
 OWN_QUOTA = re.compile(rf"exceeded quota: {re.escape(QUOTA_NAME)},")
@@ -226,25 +224,21 @@ def _remove_volumes_ahead(job):
     admit(job.tenant_id)
 
 
-def _check_queue(cluster, name):
-    """What Volcano's admission webhook would refuse: a missing, closed or non-leaf queue, in
-    plain words. A queue found open and a leaf is taken as such for a few seconds (each job's
-    runs before submission would read it again); the webhook still refuses a job sent to a queue
-    closed meanwhile."""
-    if time.monotonic() - _queues["open"].get(name, -QUEUE_OPEN_FOR) < QUEUE_OPEN_FOR:
-        return
+def _queue_refusal(cluster, name):
+    """Why Volcano's admission webhook refused a job sent to queue `name`, in plain words, when
+    the queue is why: missing, not open, or not a leaf; else None. Read only once a creation
+    was refused: a read of the queue before each creation (one in a few seconds a worker, and a
+    list of every queue) was on the path of every launch."""
     queue = cluster.get(QUEUE_API, "Queue", name)
     if queue is None:
-        raise PermanentK8sError(f"Volcano queue {name} does not exist (is the tenant in sync?)")
+        return f"Volcano queue {name} does not exist (is the tenant in sync?)"
     state = read_queue(queue).state
     if state != "Open":
-        raise PermanentK8sError(f"Volcano queue {name} is {state}; it takes no new jobs")
-    if time.monotonic() - _queues["at"] > 10:
-        _queues["parents"] = {read_queue(q).parent for q in cluster.list(QUEUE_API, "Queue")}
-        _queues["at"] = time.monotonic()
-    if name == "root" or name in _queues["parents"]:
-        raise PermanentK8sError(f"Volcano queue {name} is not a leaf queue; jobs go to leaves")
-    _queues["open"][name] = time.monotonic()
+        return f"Volcano queue {name} is {state}; it takes no new jobs"
+    parents = {read_queue(q).parent for q in cluster.list(QUEUE_API, "Queue")}
+    if name == "root" or name in parents:
+        return f"Volcano queue {name} is not a leaf queue; jobs go to leaves"
+    return None
 
 
 def _ensure(job):
@@ -288,7 +282,6 @@ def _ensure(job):
         return None
     created = False
     if vcjob is None:
-        _check_queue(cluster, spec.queue)
         claims = [spec.workspace_claim] + ([spec.data_volume] if spec.data_volume else [])
         to_bind = claims_to_bind_first(cluster, spec.namespace, claims, applied or ())
         # Most claims bind within a fraction of a second: waiting here submits the job then,
@@ -337,13 +330,17 @@ def _create_vcjob(cluster, job, manifest):
     """Create the job's Volcano job, and say so on its page. A refusal may be Volcano's to
     change one that exists (Volcano lets only replicas and minAvailable change): a run created
     it and stopped before recording it, or its apply timed out after the API server took it.
-    Then it is read, and its submission said once."""
+    Then it is read, and its submission said once. A refusal because of its queue (missing,
+    closed, not a leaf) is said in plain words."""
     try:
         vcjob = cluster.apply_one(manifest)
-    except PermanentK8sError:
+    except PermanentK8sError as refused:
         meta = manifest["metadata"]
         vcjob = cluster.get(VCJOB_API, "Job", meta["name"], meta["namespace"])
         if vcjob is None:
+            said = _queue_refusal(cluster, manifest["spec"]["queue"])
+            if said:
+                raise PermanentK8sError(said) from refused  # Volcano's own words in the log
             raise
         if _submission_said(job):  # once only, however many runs created it
             return vcjob
