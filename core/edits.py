@@ -1,7 +1,13 @@
 """Edit pages that keep each other's changes: a page carries, signed, what it showed; only the
 boxes its admin changed are saved, and a box another admin changed meanwhile is refused with
-what it is now (checked with the object's row locked, so two saves at once are seen in turn)."""
+what it is now (checked with the object's row locked, so two saves at once are seen in turn).
 
+An API client does the same with the object's entity tag (RFC 9110): each read and write answers
+with an `ETag` standing for the object's editable values, and a write sent with that tag in
+`If-Match` is refused (412) once another write changed them."""
+
+import hashlib
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -57,3 +63,27 @@ def refuse_changed_meanwhile(
             )
     if errors:
         raise ValidationError(errors)
+
+
+class Stale(Exception):  # noqa: N818 (a refusal, said to the client as 412 Precondition Failed)
+    """A write sent with `If-Match` over an object another write changed since that read."""
+
+
+def version_tag(values: dict[str, Any]) -> str:
+    """The entity tag of an object's editable values: the same values, the same tag."""
+    canonical = json.dumps(values, sort_keys=True, separators=(",", ":"), default=str)
+    return f'"{hashlib.sha256(canonical.encode()).hexdigest()[:24]}"'
+
+
+def refuse_stale(values: dict[str, Any], if_match: str | None, what: str) -> None:
+    """Stale unless `if_match` (the header, absent or a list of tags) names the version of
+    `values` (the object's, read with its row locked), or is `*`."""
+    if not if_match:
+        return
+    tags = {tag.strip() for tag in if_match.split(",")}
+    now = version_tag(values)
+    if now not in tags and "*" not in tags:
+        raise Stale(
+            f"{what} changed since you read it (If-Match {if_match}; its ETag is now {now}): "
+            "read it again, and send your change with the new ETag."
+        )

@@ -4,7 +4,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers
+
+from .edits import version_tag
 
 NAME_REGEX = "[-a-z0-9]+"  # URL lookups of slugs and names: never reach the database otherwise
 ID_REGEX = "[0-9]+"
@@ -72,3 +76,48 @@ class LocationOnCreate:
 
     def get_success_headers(self, data: dict) -> dict[str, str]:
         return {"Location": self.location(data)}
+
+
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="The ETag a read of the object answered with: the write is refused (412) if "
+    "another write changed the object since. Without it, the write goes through whatever "
+    "changed.",
+)
+
+
+def etagged_schema(viewset: type) -> type:
+    """The viewset's writes documented with their If-Match header."""
+    documented = extend_schema(parameters=[IF_MATCH])
+    return extend_schema_view(update=documented, partial_update=documented)(viewset)
+
+
+class ETagged:
+    """Reads and writes of one object answer with its `ETag` (`core.edits.version_tag` of
+    `version_values(obj)`, the values an edit may change), for the client to send back in
+    `If-Match` (`if_match()`, for the viewset's service to check under the row lock)."""
+
+    VERSIONED_ACTIONS = frozenset({"retrieve", "create", "update", "partial_update"})
+
+    def version_values(self, obj: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def if_match(self) -> str | None:
+        return self.request.headers.get("If-Match")  # type: ignore[attr-defined]
+
+    def get_serializer(self, *args: Any, **kwargs: Any) -> Any:
+        self._serializer = super().get_serializer(*args, **kwargs)  # type: ignore[misc]
+        return self._serializer
+
+    def finalize_response(self, request: Any, response: Any, *args: Any, **kwargs: Any) -> Any:
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        serializer = getattr(self, "_serializer", None)
+        instance = getattr(serializer, "instance", None)
+        action = getattr(self, "action", None)
+        if action in self.VERSIONED_ACTIONS and 200 <= response.status_code < 300 and instance:
+            if action != "retrieve":  # as the database keeps what was written (its own types)
+                instance = type(instance)._default_manager.get(pk=instance.pk)
+            response["ETag"] = version_tag(self.version_values(instance))
+        return response

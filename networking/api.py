@@ -6,7 +6,14 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from core.fields import NAME_REGEX, FixedOnceMade, NoUnknownFields, SlugRelatedField
+from core.fields import (
+    NAME_REGEX,
+    ETagged,
+    FixedOnceMade,
+    NoUnknownFields,
+    SlugRelatedField,
+    etagged_schema,
+)
 from tenants.access import get_tenant_for_user, require_platform_admin
 from tenants.models import Tenant
 
@@ -109,7 +116,9 @@ DELETE_REFUSALS = {
 }
 
 
+@etagged_schema
 class PoolViewSet(
+    ETagged,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
@@ -149,8 +158,15 @@ class PoolViewSet(
         require_platform_admin(self.request.user)
         data = dict(serializer.validated_data)
         serializer.instance = services.update_pool(
-            serializer.instance, actor=self.request.user, tenants=data.pop("tenants", None), **data
+            serializer.instance,
+            actor=self.request.user,
+            tenants=data.pop("tenants", None),
+            if_match=self.if_match(),
+            **data,
         )
+
+    def version_values(self, pool):
+        return services.snapshot(pool)
 
     @extend_schema(responses={204: None})
     def destroy(self, request, *args, **kwargs):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from core.edits import refuse_changed_meanwhile
+from core.edits import refuse_changed_meanwhile, refuse_stale
 from core.locks import POOL_WRITES, take_turn
 from core.reconcile import enqueue, send
 from core.unique import taken_is_invalid
@@ -156,12 +156,15 @@ def update_pool(
     actor: Any,
     tenants: Iterable[Tenant] | None = None,
     seen: dict[str, Any] | None = None,
+    if_match: str | None = None,
     **changes: Any,
 ) -> IPPool:
     """`seen`: what the editor showed of the changed fields (an edit page); a field another
-    admin changed to something else since is refused, with what it is now."""
+    admin changed to something else since is refused, with what it is now. `if_match`: the
+    pool's ETag as an API client read it; any change since refuses the whole write (Stale)."""
     pool = _locked(pool)
     before, previous = snapshot(pool), copy.copy(pool)
+    refuse_stale(before, if_match, f"The pool {pool.name}")
     if tenants is not None:
         tenants = list(tenants)
     if seen:

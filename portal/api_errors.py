@@ -9,7 +9,15 @@ from rest_framework import exceptions
 from rest_framework.exceptions import ErrorDetail
 from rest_framework.views import exception_handler as drf_handler
 
+from core.edits import Stale
+
 from .parsers import RequestTooLarge
+
+
+class PreconditionFailed(exceptions.APIException):
+    status_code = 412
+    default_detail = "The object changed since you read it."
+    default_code = "stale"
 
 
 def _field_errors(details):
@@ -57,6 +65,8 @@ def exception_handler(exc, context):
         exc = RequestTooLarge()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
+    elif isinstance(exc, Stale):  # a write with If-Match over a change since (RFC 9110)
+        exc = PreconditionFailed(str(exc))
     response = drf_handler(exc, context)
     if response is None:
         return None

@@ -3,7 +3,7 @@ from rest_framework import mixins, permissions, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from core.fields import ID_REGEX, NAME_REGEX, LocationOnCreate
+from core.fields import ID_REGEX, NAME_REGEX, ETagged, LocationOnCreate, etagged_schema
 
 from . import services
 from .access import get_tenant_for_user, require_platform_admin
@@ -13,7 +13,9 @@ from .models import AuditEvent, Membership, Tenant
 from .serializers import AuditEventSerializer, MembershipSerializer, TenantSerializer
 
 
+@etagged_schema
 class TenantViewSet(
+    ETagged,
     LocationOnCreate,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -51,8 +53,14 @@ class TenantViewSet(
     def perform_update(self, serializer):
         require_platform_admin(self.request.user)
         serializer.instance = services.update_tenant(
-            serializer.instance, actor=self.request.user, **serializer.validated_data
+            serializer.instance,
+            actor=self.request.user,
+            if_match=self.if_match(),
+            **serializer.validated_data,
         )
+
+    def version_values(self, tenant):
+        return services.tenant_snapshot(tenant)
 
     @extend_schema(request=None, responses=TenantSerializer)
     @action(detail=True, methods=["post"])

@@ -11,7 +11,7 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from core.cluster import get_cluster, node_gpus
-from core.edits import refuse_changed_meanwhile
+from core.edits import refuse_changed_meanwhile, refuse_stale
 from core.locks import DEPARTMENTS, GUARANTEES, take_turn
 from core.models import SyncState
 from core.reconcile import enqueue
@@ -316,11 +316,18 @@ def create_tenant(*, actor: Any, **fields: Any) -> Tenant:
 
 @transaction.atomic
 def update_tenant(
-    tenant: Tenant, *, actor: Any, seen: dict[str, Any] | None = None, **changes: Any
+    tenant: Tenant,
+    *,
+    actor: Any,
+    seen: dict[str, Any] | None = None,
+    if_match: str | None = None,
+    **changes: Any,
 ) -> Tenant:
     """`seen`: what the editor showed of the changed fields (an edit page); a field another
-    admin changed to something else since is refused, with what it is now."""
+    admin changed to something else since is refused, with what it is now. `if_match`: the
+    tenant's ETag as an API client read it; any change since refuses the whole write (Stale)."""
     tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
+    refuse_stale(tenant_snapshot(tenant), if_match, f"The tenant {tenant.slug}")
     if tenant.is_archived:
         raise ValidationError("This tenant is archived; it cannot be changed.")
     if seen:

@@ -222,6 +222,34 @@ def test_two_admins_editing_a_pool_keep_each_others_changes(team, admin):
 
 
 @pytest.mark.django_db
+def test_an_api_client_puts_a_pool_only_over_the_pool_it_read(team, admin):
+    """A PUT sends every field: over a change another admin made since the client's read, it
+    would undo it. Sent with the ETag of that read in If-Match, it is refused (412) and changes
+    nothing; with the tag read again, it goes through."""
+    pool = services.create_pool(actor=admin, tenants=[team["tenant"]], **POOL)
+    client, url = api(admin), f"/api/v1/ip-pools/{pool.name}/"
+    read = client.get(url)
+    body = {k: v for k, v in read.json().items() if k in {*POOL, "mtu", "tenants"}}
+    other = Tenant.objects.create(slug=f"other-{uuid.uuid4().hex[:6]}", display_name="Other")
+    services.update_pool(pool, actor=admin, tenants=[team["tenant"], other])  # meanwhile
+
+    stale = client.put(url, {**body, "mtu": 9000}, format="json", HTTP_IF_MATCH=read["ETag"])
+    assert stale.status_code == 412
+    assert stale.json()["detail"].startswith(f"The pool {pool.name} changed since you read it")
+    pool.refresh_from_db()
+    assert pool.mtu != 9000
+    assert pool.tenants.count() == 2  # not undone
+
+    again = client.get(url)
+    body = {k: v for k, v in again.json().items() if k in {*POOL, "mtu", "tenants"}}
+    saved = client.put(url, {**body, "mtu": 9000}, format="json", HTTP_IF_MATCH=again["ETag"])
+    assert saved.status_code == 200, saved.json()
+    assert saved["ETag"] == client.get(url)["ETag"] != again["ETag"]
+    pool.refresh_from_db()
+    assert (pool.mtu, pool.tenants.count()) == (9000, 2)
+
+
+@pytest.mark.django_db
 def test_an_edit_leaves_an_archived_tenant_on_the_pool_and_an_unchanged_form_saves_nothing(
     team, admin
 ):

@@ -364,3 +364,51 @@ def test_two_admins_saving_the_same_box_at_once_are_seen_in_turn(admin_user, peo
     assert answers.count("saved") == 1, answers
     refused = next(a for a in answers if a != "saved")
     assert refused.startswith("Another admin changed this to ")
+
+
+def test_an_api_client_writes_only_over_the_tenant_it_read(admin_user, people):
+    """Every read and write of a tenant answers with its ETag. A write sent with it in If-Match
+    is refused (412) once another admin changed the tenant since, saying so, and changes
+    nothing; with the tag read again it goes through. A client that sends no If-Match writes
+    as before."""
+    vision, url = people["vision"], f"/api/v1/tenants/{people['vision'].slug}/"
+    client = api(admin_user)
+    read = client.get(url)
+    assert read.status_code == 200
+    tag = read["ETag"]
+    assert client.get(url)["ETag"] == tag  # nothing changed, the same tag
+
+    services.update_tenant(vision, actor=admin_user, gpu_quota=24)  # another admin, meanwhile
+    stale = client.patch(url, {"display_name": "Vision Lab"}, format="json", HTTP_IF_MATCH=tag)
+    assert stale.status_code == 412
+    assert stale.json()["code"] == "stale"
+    assert stale.json()["detail"].startswith(f"The tenant {vision.slug} changed since you read it")
+    vision.refresh_from_db()
+    assert (vision.display_name, vision.gpu_quota) == ("Vision", 24)
+
+    fresh = client.get(url)["ETag"]
+    assert fresh != tag
+    renamed = client.patch(url, {"display_name": "Vision Lab"}, format="json", HTTP_IF_MATCH=fresh)
+    assert renamed.status_code == 200
+    assert renamed["ETag"] == client.get(url)["ETag"] != fresh  # the version now, as read next
+    vision.refresh_from_db()
+    assert (vision.display_name, vision.gpu_quota) == ("Vision Lab", 24)
+
+    whole = {k: v for k, v in renamed.json().items() if k in ("display_name", "gpu_quota")}
+    assert client.patch(url, {**whole, "gpu_quota": 8}, format="json").status_code == 200
+    assert client.patch(url, {"gpu_quota": 9}, format="json", HTTP_IF_MATCH="*").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_api_writes_with_the_same_tag_at_once_are_seen_in_turn(admin_user, people):
+    """The tag is compared with the tenant's row locked: of two writes that read the same
+    version, one goes through and the other is refused, never both."""
+    url = f"/api/v1/tenants/{people['vision'].slug}/"
+    tag = api(admin_user).get(url)["ETag"]
+    quotas = iter([12, 4])
+
+    def write():
+        body = {"gpu_quota": next(quotas)}
+        return api(admin_user).patch(url, body, format="json", HTTP_IF_MATCH=tag).status_code
+
+    assert sorted(at_once(2, write)) == [200, 412]
