@@ -97,7 +97,9 @@ def etagged_schema(viewset: type) -> type:
 class ETagged:
     """Reads and writes of one object answer with its `ETag` (`core.edits.version_tag` of
     `version_values(obj)`, the values an edit may change), for the client to send back in
-    `If-Match` (`if_match()`, for the viewset's service to check under the row lock)."""
+    `If-Match` (`if_match()`, for the viewset's service to check under the row lock). Only to
+    platform admins, who alone write these objects: a tag stands for values a member may not
+    see (a pool's tag would tell a member when a tenant they cannot see joins the pool)."""
 
     VERSIONED_ACTIONS = frozenset({"retrieve", "create", "update", "partial_update"})
 
@@ -116,6 +118,8 @@ class ETagged:
         serializer = getattr(self, "_serializer", None)
         instance = getattr(serializer, "instance", None)
         action = getattr(self, "action", None)
+        if not request.user.is_staff:
+            return response
         if action in self.VERSIONED_ACTIONS and 200 <= response.status_code < 300 and instance:
             if action != "retrieve":  # as the database keeps what was written (its own types)
                 instance = type(instance)._default_manager.get(pk=instance.pk)

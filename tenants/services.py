@@ -327,13 +327,13 @@ def update_tenant(
     admin changed to something else since is refused, with what it is now. `if_match`: the
     tenant's ETag as an API client read it; any change since refuses the whole write (Stale)."""
     tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
-    refuse_stale(tenant_snapshot(tenant), if_match, f"The tenant {tenant.slug}")
+    before = tenant_snapshot(tenant)
+    refuse_stale(before, if_match, f"The tenant {tenant.slug}")
     if tenant.is_archived:
         raise ValidationError("This tenant is archived; it cannot be changed.")
     if seen:
         now = {name: getattr(tenant, name) for name in seen}
         refuse_changed_meanwhile(now, seen, changes)  # its row is locked: saves take turns
-    before = tenant_snapshot(tenant)
     changes.pop("slug", None)  # the slug names cluster objects: it never changes
     for name, value in changes.items():
         setattr(tenant, name, value)

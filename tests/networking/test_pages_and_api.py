@@ -247,6 +247,11 @@ def test_an_api_client_puts_a_pool_only_over_the_pool_it_read(team, admin):
     assert saved["ETag"] == client.get(url)["ETag"] != again["ETag"]
     pool.refresh_from_db()
     assert (pool.mtu, pool.tenants.count()) == (9000, 2)
+    # A member reads the pool without it: its tag would change when a tenant they cannot see
+    # joins the pool, and only platform admins write pools.
+    seen_by_member = api(team["bob"]).get(url)
+    assert seen_by_member.status_code == 200
+    assert "ETag" not in seen_by_member
 
 
 @pytest.mark.django_db
