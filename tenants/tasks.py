@@ -1,6 +1,7 @@
 """Reconcile a tenant into its Namespace, ResourceQuota, LimitRange and Volcano Queue."""
 
 from celery import shared_task
+from django.db.models import F
 
 from core.cluster import get_cluster
 from core.reconcile import enqueue_all, reconciler
@@ -23,11 +24,12 @@ from .models import Tenant
 def reconcile_tenant(tenant):
     """Apply (or remove, when archived) the tenant's objects; observe the quota's usage."""
     usage = _remove(tenant) if tenant.is_archived else _apply(tenant)
-    # Only over the usage this run loaded: the collector's watch writes each change of the
-    # quota as it comes, and one written while this run read the quota is the newer.
+    # Only if no usage was written since this run loaded the tenant: the collector's watch
+    # writes each change of the quota as it comes, and one written while this run read the
+    # quota is the newer, even one that wrote back the usage this run loaded.
     if usage != tenant.observed_usage:
-        unchanged = Tenant.objects.filter(pk=tenant.pk, observed_usage=tenant.observed_usage)
-        if unchanged.update(observed_usage=usage):
+        unchanged = Tenant.objects.filter(pk=tenant.pk, usage_writes=tenant.usage_writes)
+        if unchanged.update(observed_usage=usage, usage_writes=F("usage_writes") + 1):
             tenant.observed_usage = usage
     return
 

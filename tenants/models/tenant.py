@@ -131,6 +131,9 @@ class Tenant(Reconciled):
     observed_usage = models.JSONField(
         default=dict, blank=True, help_text="status.used of the tenant's ResourceQuota."
     )
+    # Counts the writes of observed_usage: a write that read the quota earlier is made only
+    # if no other write came meanwhile, even one that wrote back the usage it had loaded.
+    usage_writes = models.PositiveBigIntegerField(default=0, editable=False)
 
     created_at = models.DateTimeField(auto_now_add=True)
     archived_at = models.DateTimeField(null=True, blank=True)

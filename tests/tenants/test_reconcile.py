@@ -3,7 +3,8 @@
 import pytest
 
 from core.models import SyncState
-from k8s_adapters.tenant import QUEUE_API
+from k8s_adapters.tenant import QUEUE_API, QUOTA_NAME
+from portal.management.commands import collect_cluster
 from tenants import services, tasks
 from tenants.choices import TenantState
 from tenants.models import Tenant
@@ -136,6 +137,7 @@ def test_quota_usage_flows_back_from_the_cluster(cluster, create):
     assert tenant.observed_usage["requests.nvidia.com/gpu"] == "3"
 
 
+@pytest.mark.django_db(transaction=True)  # the collector's own write, outside a test's transaction
 def test_a_run_never_writes_its_usage_over_a_newer_one_the_collector_wrote(
     cluster, create, monkeypatch
 ):
@@ -148,7 +150,7 @@ def test_a_run_never_writes_its_usage_over_a_newer_one_the_collector_wrote(
 
     def collector_writes_meanwhile(t):
         usage = apply(t)  # the quota as this run read it
-        Tenant.objects.filter(pk=t.pk).update(observed_usage=newer)
+        collector_writes(t, newer)
         return usage
 
     monkeypatch.setattr(tasks, "_apply", collector_writes_meanwhile)
@@ -159,6 +161,39 @@ def test_a_run_never_writes_its_usage_over_a_newer_one_the_collector_wrote(
     reconcile_tenant(tenant.pk)  # the next run writes what it reads over the one it loaded
     tenant.refresh_from_db()
     assert tenant.observed_usage["requests.nvidia.com/gpu"] == "3"
+
+
+@pytest.mark.django_db(transaction=True)  # the collector's own write, outside a test's transaction
+def test_a_run_keeps_its_older_usage_even_when_the_collector_wrote_back_what_it_loaded(
+    cluster, create, monkeypatch
+):
+    """Two changes of the quota while a run reads it, the second back to the usage the run
+    loaded (a pod started and stopped): the collector's last write is still the newer, and the
+    run's reading, older than both, is not written over it."""
+    tenant = create(gpu_quota=8)
+    gpu_pod(cluster, tenant.namespace, "p1", 3)
+    reconcile_tenant(tenant.pk)
+    tenant.refresh_from_db()
+    loaded = tenant.observed_usage
+    assert loaded["requests.nvidia.com/gpu"] == "3"
+    older = {**loaded, "requests.nvidia.com/gpu": "1"}  # what the run read, before both
+
+    def read_before_both_changes(t):
+        collector_writes(t, {**loaded, "requests.nvidia.com/gpu": "7"})  # a pod started
+        collector_writes(t, loaded)  # and stopped: back to what the run loaded
+        return older
+
+    monkeypatch.setattr(tasks, "_apply", read_before_both_changes)
+    reconcile_tenant(tenant.pk)
+    tenant.refresh_from_db()
+    assert tenant.observed_usage == loaded
+    assert tenant.sync_state == SyncState.IN_SYNC
+
+
+def collector_writes(tenant, used):
+    """The collector's watch seeing the tenant's ResourceQuota count `used` (its own code)."""
+    seen = {"name": QUOTA_NAME, "namespace": tenant.namespace, "tenant": tenant.slug}
+    collect_cluster.follow_quota({**seen, "used": {}}, {**seen, "used": used})
 
 
 def gpu_pod(cluster, namespace, name, gpus):

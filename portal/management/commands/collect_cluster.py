@@ -13,6 +13,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
+from django.db.models import F
 from django.utils import timezone
 
 from core import snapshot as store
@@ -237,7 +238,8 @@ def follow_quota(old, new):
     close_old_connections()
     tenant = Tenant.objects.filter(slug=new["tenant"]).first()
     if tenant and tenant.namespace == new["namespace"] and tenant.observed_usage != new["used"]:
-        Tenant.objects.filter(pk=tenant.pk).update(observed_usage=new["used"])
+        written = F("usage_writes") + 1  # a run of its reconcile that read it before keeps off
+        Tenant.objects.filter(pk=tenant.pk).update(observed_usage=new["used"], usage_writes=written)
 
 
 def _in_its_tenant(obj):
