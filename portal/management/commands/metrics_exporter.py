@@ -11,13 +11,16 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from prometheus_client import CollectorRegistry, multiprocess, start_http_server
 
+from core.addresses import EVERY, every_address
+
 
 class Command(BaseCommand):
     help = __doc__
 
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=settings.METRICS_PORT)
-        parser.add_argument("--bind", default="0.0.0.0")  # noqa: S104  (the pod's own port)
+        # Every address of the pod, IPv6 too where it has it: its own port.
+        parser.add_argument("--bind", default=EVERY, help="an address, or * for every address")
         parser.add_argument("--live", action="store_true", help="add the scrape-time values")
 
     def handle(self, *args, port, bind, live, **options):
@@ -28,6 +31,7 @@ class Command(BaseCommand):
             from portal.metrics import LiveCollector
 
             registry.register(LiveCollector())
+        bind = every_address() if bind == EVERY else bind.strip("[]")
         start_http_server(port, addr=bind, registry=registry)
         self.stdout.write(f"metrics on {bind}:{port}", ending="\n")
         self.stdout.flush()

@@ -11,22 +11,27 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.addresses import split_bind
+
 
 class Command(BaseCommand):
     help = "Serve the portal (web pages, API and forward-auth) with granian."
 
     def add_arguments(self, parser):
-        parser.add_argument("--bind", default="127.0.0.1:8000", help="host:port")
+        parser.add_argument(
+            "--bind", default="127.0.0.1:8000", help="host:port; *:port for every address"
+        )
         parser.add_argument("--workers", type=int, default=2, help="processes")
         parser.add_argument("--threads", type=int, default=4, help="blocking threads a process")
         parser.add_argument("--access-log", action="store_true")
 
     def handle(self, *args, bind, workers, threads, access_log, **options):
-        host, _, port = bind.rpartition(":")
-        if not host or not port.isdigit():
-            raise CommandError(f"--bind takes host:port, not {bind!r}")
+        try:
+            host, port = split_bind(bind)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
         granian = shutil.which("granian", path=os.path.dirname(sys.executable)) or "granian"
-        argv = [granian, "--interface", "wsgi", "--host", host.strip("[]"), "--port", port]
+        argv = [granian, "--interface", "wsgi", "--host", host, "--port", str(port)]
         argv += ["--workers", str(workers), "--blocking-threads", str(threads)]
         argv += ["--no-ws", "--log-level", "warning"]
         if access_log:

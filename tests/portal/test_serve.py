@@ -1,0 +1,84 @@
+"""Where the portal's servers listen: in a pod, every address it has, IPv6 too (an IPv6-only or
+dual-stack cluster's probes and Services reach the pod over IPv6)."""
+
+import errno
+import socket
+import sys
+
+import pytest
+import requests
+from django.core.management import CommandError, call_command
+
+from core import addresses
+from tests import processes
+
+
+def _port_free_on_both_families():
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::", 0))  # dual-stack: free for IPv4 too
+        return s.getsockname()[1]
+
+
+def _answers(url):
+    try:
+        return requests.get(url, timeout=5).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def _loopbacks():
+    """The loopback addresses of the families this host has: IPv6 only where it has it."""
+    return ["127.0.0.1"] + (["[::1]"] if addresses.every_address() == "::" else [])
+
+
+def test_the_web_server_bound_to_every_address_answers_over_each_family(tmp_path):
+    port = _port_free_on_both_families()
+    args = [sys.executable, "manage.py", "serve", "--bind", f"*:{port}", "--workers", "1"]
+    with processes.running(
+        args,
+        log=tmp_path / "web.log",
+        ready=lambda: _answers(f"http://127.0.0.1:{port}/healthz"),
+        what="the web server",
+    ):
+        answered = {host: _answers(f"http://{host}:{port}/healthz") for host in _loopbacks()}
+    assert answered == dict.fromkeys(_loopbacks(), True)
+
+
+def test_the_metrics_exporter_listens_on_every_address_by_default(tmp_path):
+    port = _port_free_on_both_families()
+    args = [sys.executable, "manage.py", "metrics_exporter", "--port", str(port)]
+    with processes.running(
+        args,
+        log=tmp_path / "exporter.log",
+        ready=lambda: _answers(f"http://127.0.0.1:{port}/metrics"),
+        what="the metrics exporter",
+    ):
+        answered = {host: _answers(f"http://{host}:{port}/metrics") for host in _loopbacks()}
+    assert answered == dict.fromkeys(_loopbacks(), True)
+
+
+def test_every_address_is_ipv4_on_a_host_without_ipv6(monkeypatch):
+    real = socket.socket
+
+    def no_ipv6(family=socket.AF_INET, *args, **kwargs):
+        if family == socket.AF_INET6:
+            raise OSError(errno.EAFNOSUPPORT, "Address family not supported by protocol")
+        return real(family, *args, **kwargs)
+
+    monkeypatch.setattr(addresses.socket, "socket", no_ipv6)
+    assert addresses.every_address() == "0.0.0.0"  # noqa: S104
+    assert addresses.split_bind("*:8000") == ("0.0.0.0", 8000)  # noqa: S104
+
+
+@pytest.mark.parametrize(
+    ("bind", "split"),
+    [("127.0.0.1:8000", ("127.0.0.1", 8000)), ("[::1]:9000", ("::1", 9000))],
+)
+def test_a_bind_names_a_host_and_a_port(bind, split):
+    assert addresses.split_bind(bind) == split
+
+
+@pytest.mark.parametrize("bind", ["8000", "127.0.0.1", "127.0.0.1:http", ":8000", "*:70000"])
+def test_a_bind_without_a_host_and_port_is_refused_saying_how_to_write_one(bind):
+    with pytest.raises(CommandError, match=r"--bind takes host:port .*\*:8000 for every address"):
+        call_command("serve", bind=bind)
