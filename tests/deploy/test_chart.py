@@ -114,6 +114,37 @@ def test_only_processes_that_talk_to_the_cluster_hold_a_token(helm_path):
             assert pod["serviceAccountName"] == f"portal-gpu-portal-{component}", name
 
 
+def test_accounts_made_outside_the_chart_are_used_and_bound_by_their_names(helm_path):
+    """serviceAccounts.create false with the accounts' names (made for a cloud's workload
+    identity, say): every pod runs as its account, the chart's roles are bound to those and the
+    worker's admission policy names the worker's; no account of the chart's own naming appears."""
+    names = {"web": "ui-sa", "worker": "reconciler-sa", "collector": "watcher-sa"}
+    manifests = render(
+        helm_path,
+        **{"serviceAccounts.create": False},
+        **{f"serviceAccounts.names.{component}": name for component, name in names.items()},
+    )
+    assert not of_kind(manifests, "ServiceAccount")
+    for workload, pod in _pods(manifests):
+        component = workload.rsplit("-", 1)[-1]
+        if component in names:
+            assert pod["serviceAccountName"] == names[component], workload
+    subjects = {
+        subject["name"]
+        for kind in ("ClusterRoleBinding", "RoleBinding")
+        for binding in of_kind(manifests, kind)
+        for subject in binding["subjects"]
+    }
+    assert subjects == set(names.values())
+    [policy] = of_kind(manifests, "ValidatingAdmissionPolicy")
+    [condition] = policy["spec"]["matchConditions"]
+    assert condition["expression"].endswith('"system:serviceaccount:gpu-portal:reconciler-sa"')
+    default = render(helm_path)  # and by default, the chart's own, named after the release
+    assert {a["metadata"]["name"] for a in of_kind(default, "ServiceAccount")} == {
+        f"portal-gpu-portal-{component}" for component in names
+    }
+
+
 def test_migrations_run_as_a_hook_before_install_and_upgrade_and_beat_runs_once(helm_path):
     manifests = render(helm_path, **{"web.replicas": 3})
     job = named(manifests, "Job", "-migrate")

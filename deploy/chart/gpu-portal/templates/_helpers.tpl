@@ -50,7 +50,8 @@ helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 
 {{/* The ServiceAccount of a component that talks to the API server. */}}
 {{- define "gpu-portal.serviceAccount" -}}
-{{ include "gpu-portal.fullname" .root }}-{{ .component }}
+{{- $given := get (.root.Values.serviceAccounts.names | default dict) .component -}}
+{{- $given | default (printf "%s-%s" (include "gpu-portal.fullname" .root) .component) -}}
 {{- end -}}
 
 {{/* Settings shared by every process ({root, migrate}): the ConfigMap, the Secret's keys,
