@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Value
 from django.db.models.functions import Least
 from django.urls import reverse
@@ -24,7 +24,7 @@ from tenants.services import record
 
 from .access import may_change
 from .choices import FINISHED, Protocol
-from .models import Endpoint
+from .models import Endpoint, HostLabel
 from .routes import endpoint_origin
 
 DIRECT_MODES = ("nodeport", "loadbalancer")
@@ -59,7 +59,8 @@ def check_exposure(tenant, ports):
 
 
 def create_for_job(job, ports):
-    """The job's endpoint rows, each with its own host; returns them."""
+    """The job's endpoint rows, each with a host of its own, never another endpoint's before it;
+    returns them."""
     expires = timezone.now() + timedelta(hours=job.tenant.endpoint_default_hours)
     return Endpoint.objects.bulk_create(
         [
@@ -71,12 +72,30 @@ def create_for_job(job, ports):
                 protocol=p.protocol,
                 mode=p.mode or default_mode(p.protocol, job.tenant),
                 private=p.private,
-                host_label=endpoint_host_label(job.tenant.slug, job.name, p.name),
+                host_label=_unused_host_label(job, p.name),
                 expires_at=expires,
             )
             for p in ports
         ]
     )
+
+
+HOST_LABEL_TRIES = 100  # each a hash of its own: past a few, something else is wrong
+
+
+def _unused_host_label(job, endpoint):
+    """The first of the endpoint's host labels (`endpoint_host_label`'s incarnations) that no
+    endpoint was ever given, taken for it. Taking one waits for a launch that took it meanwhile
+    to end: a label given and rolled back is free again."""
+    for incarnation in range(HOST_LABEL_TRIES):
+        label = endpoint_host_label(job.tenant.slug, job.name, endpoint, incarnation)
+        try:
+            with transaction.atomic():
+                HostLabel.objects.create(label=label)
+        except IntegrityError:
+            continue
+        return label
+    raise RuntimeError(f"no unused host label for {job}/{endpoint} in {HOST_LABEL_TRIES} tries")
 
 
 def url_env(endpoints):

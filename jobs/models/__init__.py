@@ -1,4 +1,4 @@
-from .endpoint import Endpoint, EndpointMode
+from .endpoint import Endpoint, EndpointMode, HostLabel
 from .job import Job, JobEvent
 from .template import JobTemplate, JobTemplateVersion
 from .volume import DataVolume
@@ -7,6 +7,7 @@ __all__ = [
     "DataVolume",
     "Endpoint",
     "EndpointMode",
+    "HostLabel",
     "Job",
     "JobEvent",
     "JobTemplate",

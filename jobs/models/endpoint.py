@@ -81,3 +81,16 @@ class Endpoint(models.Model):
             return f"{self.protocol}://{self.observed['ip']}:{self.container_port}"
         service = self.service_name
         return f"{self.protocol}://{service}.{self.job.tenant.namespace}.svc:{self.container_port}"
+
+
+class HostLabel(models.Model):
+    """Every host label an endpoint was given, kept once its endpoint is gone: none is given
+    twice. A browser keeps what a job's app left at its origin (cookies, storage, a service
+    worker that answers for it), and a job launched again under a deleted job's name must not
+    meet what that job's app, another member's code perhaps, left there."""
+
+    label = models.CharField(max_length=63, primary_key=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.label

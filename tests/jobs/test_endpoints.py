@@ -17,7 +17,7 @@ from k8s_adapters.routing import GATEWAY_API, TRAEFIK_API, UNDERSCORED_IDENTITY_
 from tenants import services as tenant_services
 from tenants.choices import Role
 from tenants.models import Membership, Tenant
-from tests.jobs.conftest import submitted
+from tests.jobs.conftest import deleted, submitted
 
 pytestmark = pytest.mark.django_db
 INGRESS = ("networking.k8s.io/v1", "Ingress")
@@ -79,6 +79,32 @@ def test_each_http_endpoint_gets_its_own_host_service_and_forward_auth_by_id(
     assert jupyter.url == f"{settings.ENDPOINT_SCHEME}://{jupyter.host}/"
     env = dict(notebook.job_spec().extra_env)
     assert env["GPU_PORTAL_URL_JUPYTER"] == f"{settings.ENDPOINT_SCHEME}://{jupyter.host}"
+
+
+def test_a_job_launched_again_under_a_deleted_jobs_name_gets_a_host_never_given_before(
+    cluster, team, templates, notebook, django_capture_on_commit_callbacks
+):
+    """A browser keeps what a job's app left at its origin (cookies, storage, a service worker
+    that answers for the origin): a job launched under the name of a deleted one, another
+    member's perhaps, must not be served at its host."""
+    ns = team["tenant"].namespace
+    hosts, job = [], notebook
+    for _ in range(3):
+        jupyter = Endpoint.objects.get(job=job, name="jupyter")
+        route = cluster.get(*ROUTE, jupyter.service_name, ns)["spec"]["routes"]
+        assert [r["match"] for r in route] == [f"Host(`{jupyter.host}`)"]
+        hosts.append(jupyter.host)
+        with django_capture_on_commit_callbacks(execute=True):
+            services.delete_job(job, actor=team["bob"])
+        deleted(job)
+        job = launch(
+            team, templates["jupyter-ssh"], "nb", capture=django_capture_on_commit_callbacks
+        )
+    assert hosts[0].startswith(f"jupyter--nb--{team['tenant'].slug}.")  # readable, the first
+    assert len(set(hosts)) == 3, hosts
+    served = {r["match"] for o in cluster.list(*ROUTE, namespace=ns) for r in o["spec"]["routes"]}
+    assert not served & {f"Host(`{host}`)" for host in hosts}  # the last job's is new too
+    assert Endpoint.objects.get(job=job, name="jupyter").host not in hosts
 
 
 def test_tcp_ports_stay_inside_the_cluster_unless_the_tenant_may_expose_them(
