@@ -1,6 +1,7 @@
 """Job endpoints: created from a launch's exposed ports, routed through the configured driver,
 extended by their owners within the tenant's maximum, reclaimed when they expire."""
 
+import secrets
 from datetime import timedelta
 
 from django.conf import settings
@@ -24,7 +25,7 @@ from tenants.services import record
 
 from .access import may_change
 from .choices import FINISHED, Protocol
-from .models import Endpoint, HostLabel
+from .models import Endpoint, HostLabel, LaunchedName
 from .routes import endpoint_origin
 
 DIRECT_MODES = ("nodeport", "loadbalancer")
@@ -59,9 +60,10 @@ def check_exposure(tenant, ports):
 
 
 def create_for_job(job, ports):
-    """The job's endpoint rows, each with a host of its own, never another endpoint's before it;
-    returns them."""
+    """The job's endpoint rows, each with a host of its own, never one another endpoint had
+    before it; returns them."""
     expires = timezone.now() + timedelta(hours=job.tenant.endpoint_default_hours)
+    readable = _first_of_its_name(job)
     return Endpoint.objects.bulk_create(
         [
             Endpoint(
@@ -72,7 +74,7 @@ def create_for_job(job, ports):
                 protocol=p.protocol,
                 mode=p.mode or default_mode(p.protocol, job.tenant),
                 private=p.private,
-                host_label=_unused_host_label(job, p.name),
+                host_label=_unused_host_label(job, p.name, readable),
                 expires_at=expires,
             )
             for p in ports
@@ -80,22 +82,34 @@ def create_for_job(job, ports):
     )
 
 
-HOST_LABEL_TRIES = 100  # each a hash of its own: past a few, something else is wrong
+def _first_of_its_name(job):
+    """Whether the job is the first launched under its name in its tenant, noting the name."""
+    try:
+        with transaction.atomic():
+            LaunchedName.objects.create(tenant=job.tenant, name=job.name)
+    except IntegrityError:
+        return False
+    return True
 
 
-def _unused_host_label(job, endpoint):
-    """The first of the endpoint's host labels (`endpoint_host_label`'s incarnations) that no
-    endpoint was ever given, taken for it. Taking one waits for a launch that took it meanwhile
-    to end: a label given and rolled back is free again."""
-    for incarnation in range(HOST_LABEL_TRIES):
-        label = endpoint_host_label(job.tenant.slug, job.name, endpoint, incarnation)
+HOST_LABEL_TRIES = 5  # random salts: a second is already a chance of one in 2**48
+
+
+def _unused_host_label(job, endpoint, readable):
+    """A host label no endpoint was given before, taken for this one: the readable one for the
+    first job of its name, else (or if that one was taken all the same) one with a random salt.
+    Taking one waits for a launch that took it meanwhile to end: one rolled back is free."""
+    salts = [""] if readable else []
+    salts += [secrets.token_hex(8) for _ in range(HOST_LABEL_TRIES)]
+    for salt in salts:
+        label = endpoint_host_label(job.tenant.slug, job.name, endpoint, salt)
         try:
             with transaction.atomic():
                 HostLabel.objects.create(label=label)
         except IntegrityError:
             continue
         return label
-    raise RuntimeError(f"no unused host label for {job}/{endpoint} in {HOST_LABEL_TRIES} tries")
+    raise RuntimeError(f"no unused host label for {job}/{endpoint} in {len(salts)} tries")
 
 
 def url_env(endpoints):

@@ -60,21 +60,17 @@ def endpoint_service(endpoint_id: int, job: str, endpoint: str) -> str:
     return f"ep{endpoint_id}-{readable}"[:DNS_LABEL_MAX].rstrip("-")
 
 
-def endpoint_host_label(tenant: str, job: str, endpoint: str, incarnation: int = 0) -> str:
+def endpoint_host_label(tenant: str, job: str, endpoint: str, salt: str = "") -> str:
     """The first DNS label of an endpoint's host: `<port>--<job>--<tenant>` to read, or, where
     that would pass 63 characters or a part holds `--` itself (so two triples could meet), a
-    readable prefix and a hash of the exact triple. Nothing ever parses it back. `incarnation`
-    counts the endpoints of that triple before this one (a job deleted and launched again under
-    its name): each later one hashes it in too, so no endpoint is given the host, and with it the
-    browser origin, of one before it."""
+    readable prefix and a hash of the exact triple. Nothing ever parses it back. With a `salt`
+    (random), always the hash, of the triple and the salt: a host of its own for a job launched
+    under a name used before, never that job's host and browser origin."""
     readable = f"{endpoint}--{job}--{tenant}"
-    if (
-        not incarnation
-        and len(readable) <= DNS_LABEL_MAX
-        and "--" not in f"{endpoint}{job}{tenant}"
-    ):
+    if not salt and len(readable) <= DNS_LABEL_MAX and "--" not in f"{endpoint}{job}{tenant}":
         return readable
-    digest = short_hash(tenant, job, endpoint, *([str(incarnation)] if incarnation else []))
+    # Salted hosts are many more (one a relaunch): a longer digest keeps them apart.
+    digest = short_hash(tenant, job, endpoint, *([salt] if salt else []), length=12 if salt else 10)
     prefix = readable[: DNS_LABEL_MAX - len(digest) - 2].rstrip("-")
     return f"{prefix}-h{digest}"
 

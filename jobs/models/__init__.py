@@ -1,4 +1,4 @@
-from .endpoint import Endpoint, EndpointMode, HostLabel
+from .endpoint import Endpoint, EndpointMode, HostLabel, LaunchedName
 from .job import Job, JobEvent
 from .template import JobTemplate, JobTemplateVersion
 from .volume import DataVolume
@@ -12,4 +12,5 @@ __all__ = [
     "JobEvent",
     "JobTemplate",
     "JobTemplateVersion",
+    "LaunchedName",
 ]

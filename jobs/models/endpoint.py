@@ -94,3 +94,19 @@ class HostLabel(models.Model):
 
     def __str__(self):
         return self.label
+
+
+class LaunchedName(models.Model):
+    """A job name launched in a tenant, kept once its job is gone: only a name's first job gets
+    the readable hosts (`<port>--<job>--<tenant>`), those after it hosts of their own."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=48)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="launched_name_per_tenant")
+        ]
+
+    def __str__(self):
+        return self.name

@@ -2,6 +2,7 @@
 own, from every routing driver; direct exposure only where allowed; expiry and extension.
 Requests through the real router are in test_endpoint_router.py."""
 
+import importlib
 from datetime import timedelta
 
 import pytest
@@ -105,6 +106,30 @@ def test_a_job_launched_again_under_a_deleted_jobs_name_gets_a_host_never_given_
     served = {r["match"] for o in cluster.list(*ROUTE, namespace=ns) for r in o["spec"]["routes"]}
     assert not served & {f"Host(`{host}`)" for host in hosts}  # the last job's is new too
     assert Endpoint.objects.get(job=job, name="jupyter").host not in hosts
+
+
+def test_a_name_launched_before_the_upgrade_that_noted_names_gets_a_host_of_its_own(
+    cluster, team, templates, django_capture_on_commit_callbacks
+):
+    """A job deleted before the portal noted launched names is known by its launch's audit
+    record: the upgrade notes its name, and a job launched under it later is not served at
+    its host."""
+    from django.apps import apps
+
+    from tenants.models import AuditEvent
+
+    upgrade = importlib.import_module("jobs.migrations.0017_launched_names")
+    tenant = team["tenant"]
+    AuditEvent.objects.create(
+        action="job.launch", tenant=tenant, object_type="Job", after={"name": "old-nb"}
+    )
+    upgrade.note_launched(apps, None)
+    job = launch(
+        team, templates["jupyter-ssh"], "old-nb", capture=django_capture_on_commit_callbacks
+    )
+    host = Endpoint.objects.get(job=job, name="jupyter").host
+    assert not host.startswith(f"jupyter--old-nb--{tenant.slug}.")
+    assert host.startswith("jupyter--old-nb--"), host  # still readable at its start
 
 
 def test_tcp_ports_stay_inside_the_cluster_unless_the_tenant_may_expose_them(
