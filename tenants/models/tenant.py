@@ -133,7 +133,11 @@ class Tenant(Reconciled):
     )
     # Counts the writes of observed_usage: a write that read the quota earlier is made only
     # if no other write came meanwhile, even one that wrote back the usage it had loaded.
-    usage_writes = models.PositiveBigIntegerField(default=0, editable=False)
+    usage_writes = models.PositiveBigIntegerField(
+        default=0,
+        db_default=0,  # pods of the release before it insert tenants without it meanwhile
+        editable=False,
+    )
 
     created_at = models.DateTimeField(auto_now_add=True)
     archived_at = models.DateTimeField(null=True, blank=True)
