@@ -6,14 +6,17 @@ EVERY = "*"  # every address of the host (a pod's, in a container), of each fami
 
 
 def every_address() -> str:
-    """`::` where the host has IPv6: with the kernel's default (net.ipv6.bindv6only off) it
-    takes IPv4 connections too, so one socket serves IPv4, IPv6 and dual-stack clusters alike.
-    `0.0.0.0` where IPv6 is off (a kernel booted without it), where `::` cannot be bound."""
+    """`::` where the host has IPv6 and a socket bound to it takes IPv4 connections too (the
+    kernel's default, net.ipv6.bindv6only off): one socket then serves IPv4, IPv6-only and
+    dual-stack clusters alike. Else `0.0.0.0`: IPv6 off (a kernel booted without it), or an
+    IPv6 socket that would take IPv6 alone and leave IPv4 clients unanswered."""
     try:
         with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            if probe.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY):
+                return "0.0.0.0"  # noqa: S104  (every address is what was asked for)
             probe.bind(("::", 0))
     except OSError:
-        return "0.0.0.0"  # noqa: S104  (every address is what was asked for)
+        return "0.0.0.0"  # noqa: S104
     return "::"
 
 

@@ -14,8 +14,11 @@ from tests import processes
 
 
 def _port_free_on_both_families():
-    with socket.socket(socket.AF_INET6) as s:
-        s.bind(("::", 0))  # dual-stack: free for IPv4 too
+    """A port free on every family the servers will listen on (IPv4 alone on a host without
+    IPv6, or where an IPv6 socket takes IPv6 alone)."""
+    dual = addresses.every_address() == "::"
+    with socket.socket(socket.AF_INET6 if dual else socket.AF_INET) as s:
+        s.bind(("::" if dual else "127.0.0.1", 0))  # dual-stack: free for IPv4 too
         return s.getsockname()[1]
 
 
@@ -68,6 +71,20 @@ def test_every_address_is_ipv4_on_a_host_without_ipv6(monkeypatch):
     monkeypatch.setattr(addresses.socket, "socket", no_ipv6)
     assert addresses.every_address() == "0.0.0.0"  # noqa: S104
     assert addresses.split_bind("*:8000") == ("0.0.0.0", 8000)  # noqa: S104
+
+
+def test_every_address_is_ipv4_where_an_ipv6_socket_would_take_ipv6_alone(monkeypatch):
+    """net.ipv6.bindv6only on: `::` would leave IPv4 clients (probes, Services) unanswered."""
+    real = socket.socket
+
+    class V6Only(real):
+        def getsockopt(self, level, option, *args):
+            if (level, option) == (socket.IPPROTO_IPV6, socket.IPV6_V6ONLY):
+                return 1
+            return super().getsockopt(level, option, *args)
+
+    monkeypatch.setattr(addresses.socket, "socket", V6Only)
+    assert addresses.every_address() == "0.0.0.0"  # noqa: S104
 
 
 @pytest.mark.parametrize(
