@@ -145,6 +145,18 @@ def test_accounts_made_outside_the_chart_are_used_and_bound_by_their_names(helm_
     }
 
 
+@pytest.mark.parametrize("create", [True, False])
+def test_one_account_given_to_two_processes_is_refused(helm_path, create):
+    """The web's account named as the worker's would give the web the worker's writes (or,
+    created, render the account twice)."""
+    said = refused(
+        helm_path,
+        **{"serviceAccounts.create": create, "serviceAccounts.names.web": "shared-sa"},
+        **{"serviceAccounts.names.worker": "shared-sa"},
+    )
+    assert "web, worker and collector one account each" in said
+
+
 def test_migrations_run_as_a_hook_before_install_and_upgrade_and_beat_runs_once(helm_path):
     manifests = render(helm_path, **{"web.replicas": 3})
     job = named(manifests, "Job", "-migrate")
