@@ -28,5 +28,10 @@ def split_bind(bind: str) -> tuple[str, int]:
         raise ValueError(
             f"--bind takes host:port ([::1]:8000 for IPv6, *:8000 for every address), not {bind!r}"
         )
-    host = host.strip("[]")
-    return (every_address() if host == EVERY else host), int(port)
+    return listen_host(host), int(port)
+
+
+def listen_host(host: str) -> str:
+    """The address to bind for `host`: `*` is every address (`every_address`), `[v6]` the
+    address within the brackets."""
+    return every_address() if host == EVERY else host.strip("[]")

@@ -62,6 +62,8 @@ def check_exposure(tenant, ports):
 def create_for_job(job, ports):
     """The job's endpoint rows, each with a host of its own, never one another endpoint had
     before it; returns them."""
+    if not ports:  # a launch with networks alone: no host, nor a name to note
+        return []
     expires = timezone.now() + timedelta(hours=job.tenant.endpoint_default_hours)
     readable = _first_of_its_name(job)
     return Endpoint.objects.bulk_create(

@@ -34,29 +34,24 @@ def _loopbacks():
     return ["127.0.0.1"] + (["[::1]"] if addresses.every_address() == "::" else [])
 
 
-def test_the_web_server_bound_to_every_address_answers_over_each_family(tmp_path):
+@pytest.mark.parametrize(
+    ("command", "path"),
+    [
+        (["serve", "--bind", "*:{port}", "--workers", "1"], "/healthz"),  # the image's web
+        (["metrics_exporter", "--port", "{port}"], "/metrics"),  # its default bind
+    ],
+    ids=["web server", "metrics exporter"],
+)
+def test_a_server_on_every_address_answers_over_each_family(tmp_path, command, path):
     port = _port_free_on_both_families()
-    args = [sys.executable, "manage.py", "serve", "--bind", f"*:{port}", "--workers", "1"]
+    args = [sys.executable, "manage.py", *(arg.format(port=port) for arg in command)]
     with processes.running(
         args,
-        log=tmp_path / "web.log",
-        ready=lambda: _answers(f"http://127.0.0.1:{port}/healthz"),
-        what="the web server",
+        log=tmp_path / "server.log",
+        ready=lambda: _answers(f"http://127.0.0.1:{port}{path}"),
+        what=command[0],
     ):
-        answered = {host: _answers(f"http://{host}:{port}/healthz") for host in _loopbacks()}
-    assert answered == dict.fromkeys(_loopbacks(), True)
-
-
-def test_the_metrics_exporter_listens_on_every_address_by_default(tmp_path):
-    port = _port_free_on_both_families()
-    args = [sys.executable, "manage.py", "metrics_exporter", "--port", str(port)]
-    with processes.running(
-        args,
-        log=tmp_path / "exporter.log",
-        ready=lambda: _answers(f"http://127.0.0.1:{port}/metrics"),
-        what="the metrics exporter",
-    ):
-        answered = {host: _answers(f"http://{host}:{port}/metrics") for host in _loopbacks()}
+        answered = {host: _answers(f"http://{host}:{port}{path}") for host in _loopbacks()}
     assert answered == dict.fromkeys(_loopbacks(), True)
 
 

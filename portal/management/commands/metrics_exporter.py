@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from prometheus_client import CollectorRegistry, multiprocess, start_http_server
 
-from core.addresses import EVERY, every_address
+from core.addresses import EVERY, listen_host
 
 
 class Command(BaseCommand):
@@ -31,7 +31,7 @@ class Command(BaseCommand):
             from portal.metrics import LiveCollector
 
             registry.register(LiveCollector())
-        bind = every_address() if bind == EVERY else bind.strip("[]")
+        bind = listen_host(bind)
         start_http_server(port, addr=bind, registry=registry)
         self.stdout.write(f"metrics on {bind}:{port}", ending="\n")
         self.stdout.flush()
