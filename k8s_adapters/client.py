@@ -524,16 +524,14 @@ class Cluster:
             )
         return str(answer.to_dict()["status"]["token"])
 
-    def allowed(self, user: str, verb: str, group: str, resource: str) -> bool:
-        """Whether the API server's authorizer lets `user` do `verb` on `resource` cluster-wide
-        (a SubjectAccessReview)."""
+    def allowed(self, user: str, verb: str, group: str, resource: str, name: str = "") -> bool:
+        """Whether the API server's authorizer lets `user` do `verb` on `resource` (the one
+        object `name`, if given) cluster-wide (a SubjectAccessReview)."""
+        asked = {"verb": verb, "group": group, "resource": resource, "name": name}
         body = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SubjectAccessReview",
-            "spec": {
-                "user": user,
-                "resourceAttributes": {"verb": verb, "group": group, "resource": resource},
-            },
+            "spec": {"user": user, "resourceAttributes": asked},
         }
         with translating():
             answer = self.dynamic.request(

@@ -1,4 +1,5 @@
-"""Pure builders for a tenant's objects: Namespace, ResourceQuota, LimitRange, Volcano Queue."""
+"""Pure builders for a tenant's objects: Namespace, ResourceQuota, LimitRange, NetworkPolicy,
+Volcano Queue, and the RoleBinding the portal's web reads the namespace through."""
 
 import ipaddress
 from dataclasses import dataclass
@@ -12,6 +13,8 @@ GPU = "nvidia.com/gpu"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 NETWORK_POLICY = ("networking.k8s.io/v1", "NetworkPolicy")
 QUOTA_NAME = "gpu-portal"  # the tenant's ResourceQuota (its LimitRange shares the name)
+RBAC_API = "rbac.authorization.k8s.io/v1"
+ROLE_BINDING = (RBAC_API, "RoleBinding")
 NAMESPACED_KINDS = (("v1", "ResourceQuota"), ("v1", "LimitRange"), NETWORK_POLICY)
 # Pod Security: job pods must meet `baseline` (no privileged or host access); `restricted`
 # is reported as warnings and audit events, so tenants see what would tighten next.
@@ -43,6 +46,10 @@ class TenantSpec:
     router_namespace: str = ""  # where the endpoint router runs: admitted to tenant pods
     egress_deny: tuple[str, ...] = ()  # address ranges job pods may not reach
     egress_namespaces: tuple[str, ...] = ()  # other namespaces job pods may reach
+    # The ClusterRole the portal's web reads the namespace with, and the web's ServiceAccount
+    # (namespace/name): empty, no binding (the web then reads with rights of its own).
+    web_role: str = ""
+    web_account: str = ""
 
 
 def _labels(spec: TenantSpec) -> dict[str, str]:
@@ -177,12 +184,33 @@ def build_queue(spec: TenantSpec) -> dict:
     }
 
 
+def build_web_binding(spec: TenantSpec) -> dict[str, Any]:
+    """The web's reads in this namespace alone (a job's pods, their logs and Events, its Volcano
+    jobs, the quota): its ClusterRole bound here, named after that role (a new role is a new
+    binding: a binding's roleRef never changes)."""
+    namespace, _, name = spec.web_account.partition("/")
+    return {
+        "apiVersion": RBAC_API,
+        "kind": "RoleBinding",
+        "metadata": {"name": spec.web_role, "namespace": spec.namespace, "labels": _labels(spec)},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": spec.web_role,
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+    }
+
+
 def build_tenant(spec: TenantSpec) -> list[dict]:
-    """Every object a tenant owns, in the order they must be applied: the queue before the
-    ResourceQuota, so that a queue Volcano's webhook refuses (its department's queue too
-    small) leaves the quota unchanged, not raised beside a queue that is not."""
+    """Every object a tenant owns, in the order they must be applied: the web's binding right
+    after the namespace (a job's page reads its pods even while a later object is refused),
+    and the queue before the ResourceQuota, so that a queue Volcano's webhook refuses (its
+    department's queue too small) leaves the quota unchanged, not raised beside a queue that
+    is not."""
     return [
         build_namespace(spec),
+        *([build_web_binding(spec)] if spec.web_role else []),
         build_queue(spec),
         build_resource_quota(spec),
         build_limit_range(spec),

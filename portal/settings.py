@@ -264,6 +264,21 @@ METRICS_PORT = env.int("METRICS_PORT", default=9100)
 PORTAL_RESYNC_TASKS = ["tenants.resync_tenants", "networking.resync_pools"]
 # Where Whereabouts keeps its IPPool objects.
 WHEREABOUTS_NAMESPACE = env.str("WHEREABOUTS_NAMESPACE", default="kube-system")
+# The web process reads pods, their logs and Events, Volcano jobs and the quota in tenant
+# namespaces alone: each tenant's reconcile binds this ClusterRole there to the web's
+# ServiceAccount (WEB_ACCOUNT, as namespace/name), so a stolen web token reads no other
+# namespace's pods or logs. Both empty (an admin kubeconfig, in development): no binding.
+WEB_TENANT_ROLE = env.str("WEB_TENANT_ROLE", default="").strip()
+WEB_ACCOUNT = env.str("WEB_ACCOUNT", default="").strip()
+_web_namespace, _, _web_name = WEB_ACCOUNT.partition("/")
+if bool(WEB_TENANT_ROLE) != bool(WEB_ACCOUNT) or (
+    WEB_ACCOUNT and not (_web_namespace and _web_name and "/" not in _web_name)
+):
+    raise ImproperlyConfigured(
+        "WEB_TENANT_ROLE and WEB_ACCOUNT are set together: the ClusterRole the web reads tenant "
+        "namespaces with, and the web's ServiceAccount as namespace/name (say "
+        f"gpu-portal/gpu-portal-web); not {WEB_TENANT_ROLE!r} and {WEB_ACCOUNT!r}."
+    )
 # Why waiting jobs wait is read again at least this often; every job is resynced with the
 # full resync (the collector's watch on Volcano jobs follows them in between).
 JOB_SYNC_INTERVAL = env.int("JOB_SYNC_INTERVAL", default=10)

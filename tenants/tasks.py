@@ -11,6 +11,7 @@ from k8s_adapters.tenant import (
     NAMESPACED_KINDS,
     QUEUE_API,
     QUOTA_NAME,
+    ROLE_BINDING,
     build_tenant,
     owning_tenant,
     quota_used,
@@ -43,12 +44,16 @@ def _apply(tenant):
             raise PermanentK8sError(
                 f"{kind} {name} exists and is not managed by the portal for this tenant"
             )
-    desired = build_tenant(tenant.to_spec())
+    spec = tenant.to_spec()
+    desired = build_tenant(spec)
     cluster.apply(desired)
+    # The web's bindings only while the portal binds one: with roles made by hand it binds
+    # none, and the worker may not list them (one left from before names the chart's role,
+    # gone with it, and grants nothing).
     cluster.prune(
         labels=tenant_labels(tenant.slug),
         keep={ObjectRef.of(m) for m in desired},
-        kinds=NAMESPACED_KINDS,
+        kinds=[*NAMESPACED_KINDS, *([ROLE_BINDING] if spec.web_role else [])],
         namespace=tenant.namespace,
     )
     return quota_used(cluster.get("v1", "ResourceQuota", QUOTA_NAME, tenant.namespace))

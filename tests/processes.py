@@ -125,3 +125,16 @@ def settings_under(names, **env):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def settings_refused(**env):
+    """What the portal says when it will not start with these settings."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", **env},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    return done.stderr

@@ -221,6 +221,8 @@ class Tenant(Reconciled):
             router_namespace=settings.ROUTER_NAMESPACE,
             egress_deny=tuple(settings.TENANT_EGRESS_DENY),
             egress_namespaces=tuple(settings.TENANT_EGRESS_NAMESPACES),
+            web_role=settings.WEB_TENANT_ROLE,
+            web_account=settings.WEB_ACCOUNT,
         )
 
     @property

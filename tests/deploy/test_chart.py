@@ -139,10 +139,74 @@ def test_accounts_made_outside_the_chart_are_used_and_bound_by_their_names(helm_
     [policy] = of_kind(manifests, "ValidatingAdmissionPolicy")
     [condition] = policy["spec"]["matchConditions"]
     assert condition["expression"].endswith('"system:serviceaccount:gpu-portal:reconciler-sa"')
+    # The web's reads of tenant namespaces are bound to its account, by the worker.
+    assert named(manifests, "ConfigMap", "gpu-portal-config")["data"]["WEB_ACCOUNT"] == (
+        f"gpu-portal/{names['web']}"
+    )
+    [web_reads] = [v for v in policy["spec"]["variables"] if v["name"] == "webReads"]
+    assert f'object.subjects[0].name == "{names["web"]}"' in web_reads["expression"]
     default = render(helm_path)  # and by default, the chart's own, named after the release
     assert {a["metadata"]["name"] for a in of_kind(default, "ServiceAccount")} == {
         f"portal-gpu-portal-{component}" for component in names
     }
+
+
+def _reads(role):
+    return {
+        (resource, verb)
+        for rule in role["rules"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_the_web_reads_pods_logs_and_events_through_a_role_bound_in_tenant_namespaces(helm_path):
+    """The web faces the browsers: cluster-wide it reads what forms check, and a job's pods,
+    logs and Events through a role the worker binds in each tenant's namespace (and may bind,
+    that one role alone), never the cluster's other pods."""
+    manifests = render(helm_path)
+    web, tenant = (named(manifests, "ClusterRole", s) for s in ("-web", "-web-tenant"))
+    assert _reads(web) == {
+        ("namespaces", "get"),
+        ("nodes", "list"),
+        ("queues", "get"),
+        ("queues", "list"),
+        ("ippools", "get"),
+    }
+    assert _reads(tenant) == {
+        ("resourcequotas", "get"),
+        ("pods", "list"),
+        ("events", "list"),
+        ("pods", "get"),
+        ("pods/log", "get"),
+        ("jobs", "list"),
+    }
+    role = tenant["metadata"]["name"]
+    assert role == "portal-gpu-portal-gpu-portal-web-tenant"
+    bound = [
+        b["roleRef"]["name"]
+        for k in ("ClusterRoleBinding", "RoleBinding")
+        for b in of_kind(manifests, k)
+    ]
+    assert role not in bound  # by the worker, in tenant namespaces alone
+    config = named(manifests, "ConfigMap", "gpu-portal-config")["data"]
+    assert (config["WEB_TENANT_ROLE"], config["WEB_ACCOUNT"]) == (
+        role,
+        "gpu-portal/portal-gpu-portal-web",
+    )
+    [bind] = [
+        r for r in named(manifests, "ClusterRole", "-worker")["rules"] if "bind" in r["verbs"]
+    ]
+    assert (bind["resources"], bind["verbs"], bind["resourceNames"]) == (
+        ["clusterroles"],
+        ["bind"],
+        [role],
+    )
+    # Roles made by hand: the portal binds nothing, as the README says.
+    config = named(render(helm_path, **{"rbac.create": False}), "ConfigMap", "gpu-portal-config")[
+        "data"
+    ]
+    assert "WEB_TENANT_ROLE" not in config
 
 
 @pytest.mark.parametrize("create", [True, False])

@@ -3,7 +3,8 @@ API server; the reconcile and collector tests then run with the portal acting as
 the collector's account (a TokenRequest token in KUBECONFIG) and pass. Each rule of the worker's
 role removed in turn makes a test that needs it fail with the API server's 403; each rule of the
 collector's roles removed makes the informers it serves refused. The web account reads what its
-pages show and writes nothing. The worker's ValidatingAdmissionPolicy is in place for all of it,
+forms check, pods, logs and Events in tenant namespaces alone (where the worker bound its tenant
+role), and writes nothing. The worker's ValidatingAdmissionPolicy is in place for all of it,
 and refuses the worker's writes outside the portal's own namespaces, queues and routes."""
 
 import os
@@ -19,6 +20,7 @@ from django.conf import settings
 
 from k8s_adapters.client import Cluster
 from k8s_adapters.errors import PermanentK8sError
+from k8s_adapters.tenant import TenantSpec, build_namespace, build_web_binding
 from k8s_adapters.volcano import VCJOB_API
 from tests.helpers import wait_for
 
@@ -71,6 +73,7 @@ TENANT_CREATED = _test(
     TENANT, "test_creating_a_tenant_creates_its_namespace_quota_limit_range_and_queue"
 )
 QUOTA_USAGE = _test(TENANT, "test_quota_usage_flows_back_from_the_cluster")
+WEB_BOUND = _test(TENANT, "test_the_web_reads_each_tenant_namespace_through_a_binding_made_there")
 REPAIRED = _test(TENANT, "test_resync_repairs_objects_deleted_or_edited_by_hand")
 QUOTA_EDITED = _test(TENANT, "test_editing_the_quota_updates_quota_and_queue")
 LAUNCHED = _test(LAUNCH, "test_a_ddp_launch_creates_the_volcano_job_pvc_pair_and_ssh_secret")
@@ -110,6 +113,8 @@ WORKER_RULE_NEEDED_BY = {
     "overlappingrangeipreservations": ALLOCATIONS,
     "pods": ALLOCATIONS,
     "storageclasses": LAUNCHED,
+    "rolebindings": WEB_BOUND,
+    "clusterroles": WEB_BOUND,  # bind, the web's tenant role alone
 }
 
 pytestmark = pytest.mark.timeout(1800)
@@ -117,11 +122,12 @@ pytestmark = pytest.mark.timeout(1800)
 
 def _grants(rules):
     return {
-        (group, resource, verb)
+        (group, resource, verb, name)
         for rule in rules
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
+        for name in rule.get("resourceNames") or [""]
     }
 
 
@@ -149,6 +155,11 @@ class Identities:
 
     def name(self, component):
         return f"{self.release}-gpu-portal-{component}"
+
+    @property
+    def web_role(self):
+        """The ClusterRole the web reads tenant namespaces with (bound there by the worker)."""
+        return named(self.manifests, "ClusterRole", "-web-tenant")["metadata"]["name"]
 
     def user(self, component):
         return f"system:serviceaccount:{self.namespace}:{self.name(component)}"
@@ -201,7 +212,9 @@ class Identities:
         expect, every = _grants(rules), _grants(role["rules"]) | _grants(rules)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            seen = {t for t in every if self.admin.allowed(self.user(component), t[2], t[0], t[1])}
+            seen = {
+                t for t in every if self.admin.allowed(self.user(component), t[2], t[0], t[1], t[3])
+            }
             if seen == expect:
                 return
             time.sleep(0.2)
@@ -226,19 +239,24 @@ def identities(cluster, helm_path, tmp_path_factory):
         made.delete()
 
 
-def run_tests(kubeconfig, tests, log, *options, collector=None):
-    """Run tests in a pytest of their own, the portal acting with `kubeconfig` while the tests'
-    own set-up keeps the admin kubeconfig; on their own database and Redis database. A
-    collector a test runs beside the worker acts with the `collector` kubeconfig, as deployed
+def run_tests(identities, component, tests, log, *options):
+    """Run tests in a pytest of their own, the portal acting as the `component`'s account while
+    the tests' own set-up keeps the admin kubeconfig; on their own database and Redis database.
+    A collector a worker's test runs beside it acts as the collector's account, as deployed
     (one account cannot stand for both processes)."""
     db = settings.DATABASES["default"]
+    kubeconfig = identities.kubeconfigs[component]
+    collector = identities.kubeconfigs["collector" if component == "worker" else component]
     env = {
         **os.environ,
         "KUBECONFIG": str(kubeconfig),
-        "TEST_COLLECTOR_KUBECONFIG": str(collector or kubeconfig),
+        "TEST_COLLECTOR_KUBECONFIG": str(collector),
         "TEST_ADMIN_KUBECONFIG": settings.KUBECONFIG,
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/portal_rbac",
         "REDIS_URL": settings.REDIS_URL.rsplit("/", 1)[0] + "/5",
+        # As the chart sets them: each tenant's run binds the web's tenant role there.
+        "WEB_TENANT_ROLE": identities.web_role,
+        "WEB_ACCOUNT": f"{identities.namespace}/{identities.name('web')}",
     }
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--reuse-db", *options]
     result = subprocess.run(
@@ -250,13 +268,7 @@ def run_tests(kubeconfig, tests, log, *options, collector=None):
 
 def test_the_worker_account_passes_every_reconcile_test(identities, tmp_path):
     deselect = [arg for test in [*WEB_ONLY, PER_DRIVER] for arg in ("--deselect", test)]
-    result = run_tests(
-        identities.kubeconfigs["worker"],
-        WORKER_TESTS,
-        tmp_path / "worker.log",
-        *deselect,
-        collector=identities.kubeconfigs["collector"],
-    )
+    result = run_tests(identities, "worker", WORKER_TESTS, tmp_path / "worker.log", *deselect)
     assert result.returncode == 0, result.stdout[-4000:]
     assert " passed" in result.stdout
     assert " failed" not in result.stdout
@@ -273,9 +285,7 @@ def test_the_worker_account_of_each_driver_routes_endpoints(
     )["rules"]
     identities.set_rules("worker", rules)
     try:
-        result = run_tests(
-            identities.kubeconfigs["worker"], [f"{PER_DRIVER}[{driver}]"], tmp_path / "run.log"
-        )
+        result = run_tests(identities, "worker", [f"{PER_DRIVER}[{driver}]"], tmp_path / "run.log")
     finally:
         identities.set_rules("worker", identities.role("worker")["rules"])
     assert result.returncode == 0, result.stdout[-4000:]
@@ -283,9 +293,7 @@ def test_the_worker_account_of_each_driver_routes_endpoints(
 
 
 def test_the_collector_account_passes_the_collector_test(identities, tmp_path):
-    result = run_tests(
-        identities.kubeconfigs["collector"], COLLECTOR_TESTS, tmp_path / "collector.log"
-    )
+    result = run_tests(identities, "collector", COLLECTOR_TESTS, tmp_path / "collector.log")
     assert result.returncode == 0, result.stdout[-4000:]
 
 
@@ -309,9 +317,7 @@ def test_without_a_worker_rule_a_reconcile_test_fails_forbidden(identities, reso
     identities.set_rules("worker", _without(rules, _rule_index(rules, resource)))
     try:
         result = run_tests(
-            identities.kubeconfigs["worker"],
-            [WORKER_RULE_NEEDED_BY[resource]],
-            tmp_path / "run.log",
+            identities, "worker", [WORKER_RULE_NEEDED_BY[resource]], tmp_path / "run.log"
         )
     finally:
         identities.set_rules("worker", rules)
@@ -386,27 +392,16 @@ def test_without_a_collector_rule_its_informers_are_refused(identities, cluster,
             )
 
 
-def test_the_web_account_reads_what_its_pages_show_and_writes_nothing(
+def test_the_web_account_reads_what_its_forms_check_and_writes_nothing(
     identities, cluster, namespace
 ):
     web = Cluster.connect(identities.kubeconfigs["web"])
     assert web.get("v1", "Namespace", namespace)["metadata"]["name"] == namespace
-    assert web.get("v1", "ResourceQuota", "gpu-portal", namespace) is None
     web.list("v1", "Node")
-    web.list("batch.volcano.sh/v1alpha1", "Job", namespace=namespace)
-    web.list("v1", "Pod", namespace=namespace)  # a job's pods and their Events, for its page
-    web.list("v1", "Event", namespace=namespace)
     assert web.get("whereabouts.cni.cncf.io/v1alpha1", "IPPool", "none", "kube-system") is None
     # A tenant form: the queue's name free, and its department's queue and its children.
     assert web.get("scheduling.volcano.sh/v1beta1", "Queue", "no-such-queue") is None
     web.list("scheduling.volcano.sh/v1beta1", "Queue")
-    assert web.get("v1", "Pod", "no-such-pod", namespace) is None  # allowed; there is none
-    with pytest.raises(PermanentK8sError) as missing:  # allowed to read logs; there is no pod
-        list(web.pod_log("no-such-pod", namespace))
-    assert missing.value.status == 404
-    with pytest.raises(PermanentK8sError) as missing:  # and to read them on from a cursor
-        web.pod_log_stamped("no-such-pod", namespace, limit_bytes=1024)
-    assert missing.value.status == 404
     writes = [
         lambda: web.apply_one(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{namespace}-x"}}
@@ -432,6 +427,113 @@ def test_the_web_account_reads_what_its_pages_show_and_writes_nothing(
         with pytest.raises(PermanentK8sError) as refused:
             write()
         assert refused.value.status == 403
+
+
+def _web_reads(web, namespace):
+    """What a job's pages and a tenant's page read in the tenant's namespace: a job's pods,
+    their Events, a pod and its log (there is none: 404 once allowed), its Volcano jobs, the
+    quota."""
+    return {
+        "pods": lambda: web.list("v1", "Pod", namespace=namespace),
+        "events": lambda: web.list("v1", "Event", namespace=namespace),
+        "a pod": lambda: web.get("v1", "Pod", "no-such-pod", namespace),
+        "a log": lambda: list(web.pod_log("no-such-pod", namespace)),
+        "a log read on": lambda: web.pod_log_stamped("no-such-pod", namespace, limit_bytes=1024),
+        "Volcano jobs": lambda: web.list(VCJOB_API, "Job", namespace=namespace),
+        "the quota": lambda: web.get("v1", "ResourceQuota", "gpu-portal", namespace),
+    }
+
+
+def _status(read):
+    try:
+        read()
+    except PermanentK8sError as exc:
+        return exc.status
+    return 200
+
+
+def test_the_web_reads_pods_and_logs_only_in_tenant_namespaces_the_worker_bound_it_in(
+    identities, cluster
+):
+    """The web faces the browsers: a stolen web token reads no pod, log or Event outside tenant
+    namespaces (another namespace's pods hold their environment, their logs whatever was
+    printed). In a tenant's namespace it reads them once the worker bound the web's tenant role
+    there, as each tenant's run does; the worker binds no other role, and that one to no one
+    else."""
+    web = Cluster.connect(identities.kubeconfigs["web"])
+    worker = Cluster.connect(identities.kubeconfigs["worker"])
+    slug = f"rbac-{uuid.uuid4().hex[:6]}"
+    spec = TenantSpec(
+        slug=slug,
+        namespace=f"tenant-{slug}",
+        queue=f"tenant-{slug}",
+        display_name="RBAC",
+        gpus=0,
+        cpu=1,
+        memory_gib=1,
+        storage_gib=1,
+        pvcs=1,
+        pods=1,
+        web_role=identities.web_role,
+        web_account=f"{identities.namespace}/{identities.name('web')}",
+    )
+    tenant_ns = spec.namespace
+    cluster.apply_one(build_namespace(spec))
+    try:
+        assert {what: _status(read) for what, read in _web_reads(web, tenant_ns).items()} == (
+            dict.fromkeys(_web_reads(web, tenant_ns), 403)
+        )
+        binding = build_web_binding(spec)
+        worker.apply_one(binding)
+        allowed = {
+            "pods": 200,
+            "events": 200,
+            "a pod": 200,  # None: there is none
+            "a log": 404,
+            "a log read on": 404,
+            "Volcano jobs": 200,
+            "the quota": 200,
+        }
+        wait_for(
+            lambda: {w: _status(r) for w, r in _web_reads(web, tenant_ns).items()} == allowed,
+            timeout=30,
+            message="the web's reads to be allowed once bound",
+        )
+        for elsewhere in (identities.namespace, "kube-system", settings.VOLCANO_NAMESPACE):
+            said = {what: _status(read) for what, read in _web_reads(web, elsewhere).items()}
+            assert said == dict.fromkeys(said, 403), elsewhere
+        for web_wide in (lambda: web.list("v1", "Pod"), lambda: web.list("v1", "Event")):
+            assert _status(web_wide) == 403
+        someone_else = {**binding["subjects"][0], "name": "default", "namespace": tenant_ns}
+        other_role = {**binding["roleRef"], "name": "admin"}
+        refused = {  # each, and what refuses it: the policy, or RBAC's own check of a grant
+            "the web's role to another account": (
+                {**binding, "subjects": [someone_else]},
+                "binds only",
+            ),
+            "the web's role to one more account": (
+                {
+                    **binding,
+                    "metadata": {**binding["metadata"], "name": "more"},
+                    "subjects": [*binding["subjects"], someone_else],
+                },
+                "binds only",
+            ),
+            "another role to the web": (
+                {
+                    **binding,
+                    "metadata": {**binding["metadata"], "name": "other"},
+                    "roleRef": other_role,
+                },
+                "forbidden",
+            ),
+        }
+        for what, (manifest, by) in refused.items():
+            said = _refusal(lambda manifest=manifest: worker.apply_one(manifest))
+            assert said is not None, what
+            assert by in said, (what, said)
+    finally:
+        cluster.delete("v1", "Namespace", tenant_ns)
 
 
 def _refusal(act):

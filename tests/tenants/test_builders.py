@@ -134,3 +134,27 @@ def test_deserved_defaults_to_the_whole_quota_and_a_parent_queue_is_named():
 
 def test_no_parent_key_without_a_parent_queue():
     assert "parent" not in build_queue(SPEC)["spec"]
+
+
+def test_the_webs_binding_comes_right_after_the_namespace_when_a_role_is_set():
+    spec = TenantSpec(
+        **{**SPEC.__dict__, "web_role": "portal-prod-web-tenant", "web_account": "prod/web"}
+    )
+    namespace, binding, queue, *_ = build_tenant(spec)
+    assert (namespace["kind"], queue["kind"]) == ("Namespace", "Queue")
+    assert binding == {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": "portal-prod-web-tenant",
+            "namespace": "tenant-vision",
+            "labels": LABELS,
+        },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "portal-prod-web-tenant",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "web", "namespace": "prod"}],
+    }
+    assert "RoleBinding" not in [o["kind"] for o in build_tenant(SPEC)]

@@ -1,10 +1,7 @@
 """The ranges job pods may not reach, as a platform admin writes them in the environment."""
 
-import os
-import subprocess
-import sys
-
-from tests.processes import ROOT, settings_under
+from tests.processes import settings_refused as refusal
+from tests.processes import settings_under
 
 
 def test_closed_ranges_are_read_as_networks():
@@ -14,19 +11,6 @@ def test_closed_ranges_are_read_as_networks():
         TENANT_EGRESS_NAMESPACES="object-store, models",
     )
     assert read == [["169.254.169.254/32", "10.0.0.0/8"], ["object-store", "models"]]
-
-
-def refusal(**env):
-    """What the portal says when it will not start with these settings."""
-    done = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        cwd=ROOT,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", **env},
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode != 0
-    return done.stderr
 
 
 def test_a_range_that_is_not_one_stops_the_portal_saying_what_to_write():

@@ -3,7 +3,7 @@
 import pytest
 
 from core.models import SyncState
-from k8s_adapters.tenant import QUEUE_API, QUOTA_NAME
+from k8s_adapters.tenant import QUEUE_API, QUOTA_NAME, RBAC_API
 from portal.management.commands import collect_cluster
 from tenants import services, tasks
 from tenants.choices import TenantState
@@ -114,6 +114,42 @@ def test_resync_repairs_objects_deleted_or_edited_by_hand(
         resync_tenants()
     quota = cluster.get("v1", "ResourceQuota", "gpu-portal", tenant.namespace)
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "4"
+
+
+def test_the_web_reads_each_tenant_namespace_through_a_binding_made_there(
+    cluster, create, settings
+):
+    """The web's account reads a job's pods, logs and Events in tenant namespaces alone, through
+    a RoleBinding each tenant's reconcile makes (as the chart's worker account, the chart's
+    role and web account, from the settings); one of an earlier role is removed."""
+    settings.WEB_TENANT_ROLE = settings.WEB_TENANT_ROLE or "gpu-portal-web-tenant"
+    settings.WEB_ACCOUNT = settings.WEB_ACCOUNT or "gpu-portal/gpu-portal-web"
+    role, (namespace, name) = settings.WEB_TENANT_ROLE, settings.WEB_ACCOUNT.split("/")
+    tenant = create()
+    tenant.refresh_from_db()
+    assert tenant.sync_state == SyncState.IN_SYNC, tenant.sync_message
+    binding = cluster.get(RBAC_API, "RoleBinding", role, tenant.namespace)
+    assert binding["metadata"]["labels"]["gpu-portal.io/tenant"] == tenant.slug
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role,
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    earlier = f"{role}-before"
+    labels = binding["metadata"]["labels"]
+    cluster.apply_one(
+        {
+            "apiVersion": RBAC_API,
+            "kind": "RoleBinding",
+            "metadata": {"name": earlier, "namespace": tenant.namespace, "labels": labels},
+            "roleRef": {**binding["roleRef"], "name": earlier},
+            "subjects": binding["subjects"],
+        }
+    )
+    reconcile_tenant(tenant.pk)
+    assert cluster.get(RBAC_API, "RoleBinding", earlier, tenant.namespace) is None
+    assert cluster.get(RBAC_API, "RoleBinding", role, tenant.namespace) is not None
 
 
 def test_a_namespace_taken_by_someone_else_is_recorded_as_a_sync_error(cluster, new_slug):

@@ -54,6 +54,11 @@ helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- $given | default (printf "%s-%s" (include "gpu-portal.fullname" .root) .component) -}}
 {{- end -}}
 
+{{/* The ClusterRole the web reads tenant namespaces with: the worker binds it in each. */}}
+{{- define "gpu-portal.webTenantRole" -}}
+{{- printf "%s-%s-web-tenant" (include "gpu-portal.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
 {{/* Settings shared by every process ({root, migrate}): the ConfigMap, the Secret's keys,
 extra env. */}}
 {{- define "gpu-portal.env" -}}
