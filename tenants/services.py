@@ -356,8 +356,17 @@ def update_tenant(
 def archive_blocked_by(tenant: Tenant) -> list[str]:
     """Descriptions of what keeps this tenant from being archived (active jobs)."""
     blockers = [item for check in archive_blockers for item in check(tenant)]
+    cluster = get_cluster()
     try:
-        vcjobs = get_cluster().list("batch.volcano.sh/v1alpha1", "Job", namespace=tenant.namespace)
+        # Only a namespace the portal made for this tenant holds its jobs: one never made, or
+        # someone else's of that name (whose jobs are not the tenant's), holds none, and the web
+        # may read jobs only where a tenant's run bound its role.
+        ours = owning_tenant(cluster.get("v1", "Namespace", tenant.namespace)) == tenant.slug
+        vcjobs = (
+            cluster.list("batch.volcano.sh/v1alpha1", "Job", namespace=tenant.namespace)
+            if ours
+            else []
+        )
     except K8sError as exc:
         raise ValidationError(f"Cannot check the tenant's jobs in the cluster: {exc}") from exc
     for status in map(read_job, vcjobs):

@@ -1,4 +1,5 @@
-"""Reconcile a tenant into its Namespace, ResourceQuota, LimitRange and Volcano Queue."""
+"""Reconcile a tenant into its Namespace, ResourceQuota, LimitRange, NetworkPolicy, Volcano Queue
+and the RoleBinding the web reads its namespace through."""
 
 from celery import shared_task
 from django.db.models import F

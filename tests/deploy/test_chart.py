@@ -171,8 +171,10 @@ def test_the_web_reads_pods_logs_and_events_through_a_role_bound_in_tenant_names
         ("nodes", "list"),
         ("queues", "get"),
         ("queues", "list"),
-        ("ippools", "get"),
     }
+    # Whereabouts' IPPools (every tenant's allocations) in Whereabouts' namespace alone.
+    pools = named(manifests, "Role", "-web")
+    assert (pools["metadata"]["namespace"], _reads(pools)) == ("kube-system", {("ippools", "get")})
     assert _reads(tenant) == {
         ("resourcequotas", "get"),
         ("pods", "list"),
@@ -207,6 +209,14 @@ def test_the_web_reads_pods_logs_and_events_through_a_role_bound_in_tenant_names
         "data"
     ]
     assert "WEB_TENANT_ROLE" not in config
+    # Without the worker's policy its rights to bind would reach every namespace: it gets none,
+    # and the web's tenant role is bound cluster-wide.
+    unpoliced = render(helm_path, **{"rbac.workerPolicy": False})
+    worker = named(unpoliced, "ClusterRole", "-worker")["rules"]
+    assert not [r for r in worker if r["apiGroups"] == ["rbac.authorization.k8s.io"]]
+    assert "WEB_TENANT_ROLE" not in named(unpoliced, "ConfigMap", "gpu-portal-config")["data"]
+    [wide] = [b for b in of_kind(unpoliced, "ClusterRoleBinding") if b["roleRef"]["name"] == role]
+    assert [s["name"] for s in wide["subjects"]] == ["portal-gpu-portal-web"]
 
 
 @pytest.mark.parametrize("create", [True, False])

@@ -73,7 +73,7 @@ TENANT_CREATED = _test(
     TENANT, "test_creating_a_tenant_creates_its_namespace_quota_limit_range_and_queue"
 )
 QUOTA_USAGE = _test(TENANT, "test_quota_usage_flows_back_from_the_cluster")
-WEB_BOUND = _test(TENANT, "test_the_web_reads_each_tenant_namespace_through_a_binding_made_there")
+WEB_BOUND = _test(TENANT, "test_each_tenant_namespace_gets_the_binding_the_web_reads_it_through")
 REPAIRED = _test(TENANT, "test_resync_repairs_objects_deleted_or_edited_by_hand")
 QUOTA_EDITED = _test(TENANT, "test_editing_the_quota_updates_quota_and_queue")
 LAUNCHED = _test(LAUNCH, "test_a_ddp_launch_creates_the_volcano_job_pvc_pair_and_ssh_secret")
@@ -398,7 +398,12 @@ def test_the_web_account_reads_what_its_forms_check_and_writes_nothing(
     web = Cluster.connect(identities.kubeconfigs["web"])
     assert web.get("v1", "Namespace", namespace)["metadata"]["name"] == namespace
     web.list("v1", "Node")
-    assert web.get("whereabouts.cni.cncf.io/v1alpha1", "IPPool", "none", "kube-system") is None
+    # Whereabouts' IPPools (every tenant's allocations), in its namespace alone.
+    pools = settings.WHEREABOUTS_NAMESPACE
+    assert web.get("whereabouts.cni.cncf.io/v1alpha1", "IPPool", "none", pools) is None
+    with pytest.raises(PermanentK8sError) as elsewhere:
+        web.get("whereabouts.cni.cncf.io/v1alpha1", "IPPool", "none", namespace)
+    assert elsewhere.value.status == 403
     # A tenant form: the queue's name free, and its department's queue and its children.
     assert web.get("scheduling.volcano.sh/v1beta1", "Queue", "no-such-queue") is None
     web.list("scheduling.volcano.sh/v1beta1", "Queue")
@@ -504,8 +509,11 @@ def test_the_web_reads_pods_and_logs_only_in_tenant_namespaces_the_worker_bound_
             assert said == dict.fromkeys(said, 403), elsewhere
         for web_wide in (lambda: web.list("v1", "Pod"), lambda: web.list("v1", "Event")):
             assert _status(web_wide) == 403
-        someone_else = {**binding["subjects"][0], "name": "default", "namespace": tenant_ns}
+        web_account = binding["subjects"][0]
+        someone_else = {**web_account, "name": "default", "namespace": tenant_ns}
         other_role = {**binding["roleRef"], "name": "admin"}
+        # A role the worker holds every right of, so RBAC lets it bind that: the policy refuses.
+        worker_role = {**binding["roleRef"], "name": identities.role("worker")["metadata"]["name"]}
         refused = {  # each, and what refuses it: the policy, or RBAC's own check of a grant
             "the web's role to another account": (
                 {**binding, "subjects": [someone_else]},
@@ -516,6 +524,18 @@ def test_the_web_reads_pods_and_logs_only_in_tenant_namespaces_the_worker_bound_
                     **binding,
                     "metadata": {**binding["metadata"], "name": "more"},
                     "subjects": [*binding["subjects"], someone_else],
+                },
+                "binds only",
+            ),
+            "the web's name in another namespace": (
+                {**binding, "subjects": [{**web_account, "namespace": tenant_ns}]},
+                "binds only",
+            ),
+            "the worker's own role to the web": (
+                {
+                    **binding,
+                    "metadata": {**binding["metadata"], "name": "own"},
+                    "roleRef": worker_role,
                 },
                 "binds only",
             ),
@@ -532,6 +552,16 @@ def test_the_web_reads_pods_and_logs_only_in_tenant_namespaces_the_worker_bound_
             said = _refusal(lambda manifest=manifest: worker.apply_one(manifest))
             assert said is not None, what
             assert by in said, (what, said)
+        # Nor does it delete a binding it did not make (a tenant admin's, say).
+        theirs = {
+            **binding,
+            "metadata": {"name": "theirs", "namespace": tenant_ns},
+            "subjects": [someone_else],
+        }
+        cluster.apply_one(theirs)
+        said = _refusal(lambda: worker.delete(RBAC_API, "RoleBinding", "theirs", tenant_ns))
+        assert "deletes only" in (said or ""), said
+        assert cluster.get(RBAC_API, "RoleBinding", "theirs", tenant_ns) is not None
     finally:
         cluster.delete("v1", "Namespace", tenant_ns)
 

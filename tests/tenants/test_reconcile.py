@@ -4,6 +4,7 @@ import pytest
 
 from core.models import SyncState
 from k8s_adapters.tenant import QUEUE_API, QUOTA_NAME, RBAC_API
+from k8s_adapters.volcano import VCJOB_API
 from portal.management.commands import collect_cluster
 from tenants import services, tasks
 from tenants.choices import TenantState
@@ -116,12 +117,11 @@ def test_resync_repairs_objects_deleted_or_edited_by_hand(
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "4"
 
 
-def test_the_web_reads_each_tenant_namespace_through_a_binding_made_there(
-    cluster, create, settings
-):
+def test_each_tenant_namespace_gets_the_binding_the_web_reads_it_through(cluster, create, settings):
     """The web's account reads a job's pods, logs and Events in tenant namespaces alone, through
     a RoleBinding each tenant's reconcile makes (as the chart's worker account, the chart's
-    role and web account, from the settings); one of an earlier role is removed."""
+    role and web account, from the settings); one of an earlier role is removed. What the web
+    may read through it: tests/deploy/test_rbac.py."""
     settings.WEB_TENANT_ROLE = settings.WEB_TENANT_ROLE or "gpu-portal-web-tenant"
     settings.WEB_ACCOUNT = settings.WEB_ACCOUNT or "gpu-portal/gpu-portal-web"
     role, (namespace, name) = settings.WEB_TENANT_ROLE, settings.WEB_ACCOUNT.split("/")
@@ -300,6 +300,29 @@ def vcjob(namespace, queue, name):
 def phase(cluster, namespace, name):
     job = cluster.get("batch.volcano.sh/v1alpha1", "Job", name, namespace) or {}
     return ((job.get("status") or {}).get("state") or {}).get("phase")
+
+
+def test_a_tenant_whose_namespace_someone_else_holds_is_archived_without_touching_it(
+    cluster, new_slug, admin_user, django_capture_on_commit_callbacks
+):
+    """Its namespace was never the portal's: the jobs there are not the tenant's and do not keep
+    it from being archived (nor may the web read them), and archiving leaves them be."""
+    slug = new_slug()
+    squatter = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"tenant-{slug}"}}
+    cluster.apply_one(squatter)
+    try:
+        cluster.apply_one(vcjob(f"tenant-{slug}", "default", "theirs"))
+        tenant = Tenant.objects.create(slug=slug, display_name="Squatted", gpu_quota=1)
+        reconcile_tenant(tenant.pk)
+        with django_capture_on_commit_callbacks(execute=True):
+            services.archive_tenant(tenant, actor=admin_user)
+        tenant.refresh_from_db()
+        assert tenant.state == TenantState.ARCHIVED
+        assert cluster.get(VCJOB_API, "Job", "theirs", f"tenant-{slug}") is not None
+        assert cluster.get("v1", "Namespace", f"tenant-{slug}")["status"]["phase"] == "Active"
+    finally:
+        cluster.force_delete_pods(f"tenant-{slug}")
+        cluster.delete("v1", "Namespace", f"tenant-{slug}")
 
 
 def test_archiving_is_refused_while_jobs_are_active_and_lists_them(

@@ -54,6 +54,13 @@ helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- $given | default (printf "%s-%s" (include "gpu-portal.fullname" .root) .component) -}}
 {{- end -}}
 
+{{/* Whether the worker binds the web's tenant role in each tenant namespace: only where its
+admission policy keeps the bindings it may write to that one (else "", and the role is bound
+cluster-wide). */}}
+{{- define "gpu-portal.bindsPerTenant" -}}
+{{- if and .Values.rbac.create .Values.rbac.workerPolicy }}true{{ end -}}
+{{- end -}}
+
 {{/* The ClusterRole the web reads tenant namespaces with: the worker binds it in each. */}}
 {{- define "gpu-portal.webTenantRole" -}}
 {{- printf "%s-%s-web-tenant" (include "gpu-portal.fullname" .) .Release.Namespace -}}
