@@ -10,9 +10,11 @@ ARG CA_BUNDLE=
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1
 RUN python3 -m venv /opt/venv
 # Dependencies first, from the pinned lock, so code changes reuse this layer. Its hashes put pip
-# in hash-checking mode: a file that is not the one hashed fails the build.
+# in hash-checking mode: a file that is not the one hashed fails the build. Wheels only: a source
+# build would fetch build dependencies no hash covers.
 COPY deploy/image/requirements.lock /tmp/requirements.lock
-RUN /opt/venv/bin/pip install ${CA_BUNDLE:+--cert "$CA_BUNDLE"} --no-deps -r /tmp/requirements.lock \
+RUN /opt/venv/bin/pip install ${CA_BUNDLE:+--cert "$CA_BUNDLE"} --no-deps --only-binary=:all: \
+    -r /tmp/requirements.lock \
  && /opt/venv/bin/pip check
 WORKDIR /app
 COPY manage.py pyproject.toml ./

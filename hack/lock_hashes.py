@@ -1,13 +1,14 @@
-"""Write the hashes of every file the package index serves for each pin of the image's lock
+"""Write the hashes of the wheels the package index serves for each pin of the image's lock
 (deploy/image/requirements.lock), so the image's `pip install` takes those files and no other
-(pip's hash-checking mode): a release replaced on the index, or a mirror serving other bytes,
-fails the build instead of entering the image.
+(pip's hash-checking mode, with wheels only: a source build would fetch build dependencies no
+hash covers): a release replaced on the index, or a mirror serving other bytes, fails the build
+instead of entering the image.
 
     .venv/bin/python hack/lock_hashes.py    (after changing a pin)
 
-Every Linux wheel and the source archive of the pinned version are hashed (any Python, any
-Linux architecture: the image's base decides which one pip picks); Windows and macOS wheels are
-left out. The index is PIP_INDEX_URL's, or PyPI's.
+Every Linux wheel of the pinned version is hashed (any Python, any Linux architecture: the
+image's base decides which one pip picks); Windows and macOS wheels are left out, and a pin
+with no Linux wheel at all is refused. The index is PIP_INDEX_URL's, or PyPI's.
 """
 
 import os
@@ -16,14 +17,8 @@ import sys
 from pathlib import Path
 
 import requests
-from packaging.requirements import Requirement
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 LOCK = Path(__file__).resolve().parent.parent / "deploy/image/requirements.lock"
@@ -31,28 +26,32 @@ INDEX = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
 ELSEWHERE = ("win", "macosx", "ios", "android")  # platforms no image runs on
 
 
-def read(lock: Path) -> tuple[list[str], list[str]]:
-    """The lock's comment lines, and its requirements (pin and marker, hashes dropped)."""
-    comments, pins = [], []
+def read(lock: Path) -> list[str | Requirement]:
+    """The lock's lines: comments and blank lines as they are, each pin as its requirement
+    (hashes dropped, marker kept)."""
+    entries: list[str | Requirement] = []
     joined = re.sub(r"\\\n\s*", " ", lock.read_text())
     for line in joined.splitlines():
         if line.startswith("#") or not line.strip():
-            if not pins:  # the header
-                comments.append(line)
+            entries.append(line)
             continue
-        pins.append(re.sub(r"\s*--hash=\S+", "", line).strip())
-    return comments, pins
+        pin = re.sub(r"\s*--hash=\S+", "", line).strip()
+        try:
+            requirement = Requirement(pin)
+        except InvalidRequirement as exc:
+            sys.exit(f"{lock.name}: not a pin: {line!r} ({exc})")
+        if [s.operator for s in requirement.specifier] != ["=="]:
+            sys.exit(f"{lock.name}: {pin!r} is not pinned to one version (name==version)")
+        entries.append(requirement)
+    return entries
 
 
-def _version_of(filename: str, name: str):
+def _version_of(filename: str, name: str) -> Version | None:
+    """The version of a Linux (or any-platform) wheel of `name`; None for any other file."""
     try:
         wheel_name, version, _, tags = parse_wheel_filename(filename)
     except InvalidWheelFilename:
-        try:
-            sdist_name, version = parse_sdist_filename(filename)
-        except InvalidSdistFilename:
-            return None
-        return version if sdist_name == name else None
+        return None  # a source archive, or not a distribution
     if wheel_name != name or all(t.platform.startswith(ELSEWHERE) for t in tags):
         return None
     return version
@@ -76,18 +75,23 @@ def hashes(requirement: Requirement) -> list[str]:
         and _version_of(f["filename"], name) == Version(pin.version)
     )
     if not found:
-        sys.exit(f"{INDEX} serves no file of {requirement.name}=={pin.version}")
+        sys.exit(
+            f"{INDEX} serves no Linux wheel of {requirement.name}=={pin.version}: the image "
+            "installs wheels only; pin a version that has one"
+        )
     return found
 
 
 def main() -> None:
-    comments, pins = read(LOCK)
-    lines = [*comments]
-    for pin in pins:
-        digests = hashes(Requirement(pin))
-        lines.append(" \\\n".join([pin, *(f"    --hash=sha256:{d}" for d in digests)]))
+    entries, lines = read(LOCK), []
+    for entry in entries:
+        if isinstance(entry, str):
+            lines.append(entry)
+            continue
+        digests = hashes(entry)
+        lines.append(" \\\n".join([str(entry), *(f"    --hash=sha256:{d}" for d in digests)]))
     LOCK.write_text("\n".join(lines) + "\n")
-    print(f"{len(pins)} pins hashed in {LOCK}")
+    print(f"{sum(not isinstance(e, str) for e in entries)} pins hashed in {LOCK}")
 
 
 if __name__ == "__main__":
