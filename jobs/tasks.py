@@ -296,7 +296,11 @@ def _ensure(job):
             reason = pending.explain(said, default=pending.WAITING_FOR_VOLUME)
             _set(job, state=JobState.PENDING, pending_reason=reason)
             _ensure_endpoints(cluster, job)  # its URLs exist from the start
-            raise Requeue(_claim_recheck_seconds(job))
+            # From now on the collector submits it as its claim binds (it follows the binds of
+            # jobs shown Pending). A bind that came after this run stopped waiting, before it
+            # showed the job Pending, the collector passed over: read the claims once more.
+            if claims_to_bind_first(cluster, spec.namespace, unbound):
+                raise Requeue(_claim_recheck_seconds(job))
         if any(n.get("static_ip") for n in job.networks):
             waiting = static_addresses_waiting(job)
             if waiting:

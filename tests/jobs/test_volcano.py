@@ -24,7 +24,7 @@ from k8s_adapters.tenant import QUEUE_API
 from k8s_adapters.volcano import VCJOB_API
 from tenants import services as tenant_services
 from tests.helpers import cluster_lists, wait_for
-from tests.jobs.conftest import job_pods, settle, submitted
+from tests.jobs.conftest import job_pods, launch_as, settle, submitted
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 
@@ -361,6 +361,38 @@ def test_a_job_whose_data_volume_was_deleted_is_not_relaunched_without_it(
     assert refused.status_code == 400
     assert refused.json()["errors"]["delete_data"][0]["message"] == "Use true or false."
     assert Job.objects.filter(pk=job.pk, delete_requested=False).exists()
+
+
+def test_a_claim_bound_just_after_the_run_stopped_waiting_is_submitted_by_that_run(
+    cluster, team, templates, monkeypatch, django_capture_on_commit_callbacks
+):
+    """A run that does not wait for the claim to bind (a task waits for a worker) shows the job
+    Pending, and the collector submits it when the claim binds. A bind that comes between the
+    two, after the run read the claim and before the job shows Pending, the collector passes
+    over (the job is not Pending yet): without a second read, the job waited for the run's
+    re-check, seconds later. Here the claim binds in that instant: the run submits the job."""
+    namespace = team["tenant"].namespace
+    real = tasks.wait_bound
+
+    def bound_just_after(cluster_, namespace_, claims, seconds):
+        unbound = real(cluster_, namespace_, claims, 0)  # no wait, as with a task waiting
+
+        def all_bound():
+            phases = [
+                (cluster.get("v1", "PersistentVolumeClaim", n, namespace) or {}).get("status", {})
+                for n in unbound
+            ]
+            return all(p.get("phase") == "Bound" for p in phases)
+
+        wait_for(all_bound, timeout=30, message="the claim to bind")
+        return unbound  # as this run read them: before the bind
+
+    monkeypatch.setattr(tasks, "wait_bound", bound_just_after)
+    with django_capture_on_commit_callbacks(execute=True):  # the launch's own run, inline
+        job = launch_as(team, "bob", templates["single-gpu"], name="bound-late")
+    job.refresh_from_db()
+    assert job.events.filter(kind="submitted").exists(), job.pending_reason
+    assert cluster.get(VCJOB_API, "Job", "bound-late", namespace) is not None
 
 
 def test_a_job_follows_volcano_within_seconds_without_waiting_for_the_resync(
