@@ -4,9 +4,10 @@ backlog of short jobs drains through the portal's admission queue and Volcano, a
 backlog handed to Volcano directly.
 
 - portal: 200 launch-form POSTs to the portal (granian, two Celery workers, the collector's watch
-  on Volcano jobs), each followed by the job page it redirects to, as a browser does (the page
-  shows the launch's message, so messages never pile up in the session's cookie); a job counts
-  as Running when the portal says so (its `started_at`).
+  on Volcano jobs, beat's resyncs as deployed, BENCH_BEAT=0 to leave them out), each followed by
+  the job page it redirects to, as a browser does (the page shows the launch's message, so
+  messages never pile up in the session's cookie); a job counts as Running when the portal says
+  so (its `started_at`).
 - direct: the same manifests (workspace PVC and Volcano job, as the portal builds them) applied
   by a script; a job counts as Running when Volcano says so (the Volcano job's phase).
 
@@ -51,6 +52,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -63,6 +65,7 @@ from common import ROOT, Busy, percentile, setup_django, start, start_worker, st
 
 setup_django()
 
+from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
@@ -93,6 +96,10 @@ PERIODS = [p for p in os.environ.get("BENCH_PERIODS", "").split(",") if p]
 # Which comparisons to run: paced (the script's pace), steady, burst (all at once).
 RUNS = os.environ.get("BENCH_RUNS", "paced,steady,burst").split(",")
 TIMELINE = os.environ.get("BENCH_DRAIN_TIMELINE", "")  # a file for the drain's per-job times
+# The portal as deployed runs beat: its resyncs (every job each RESYNC_INTERVAL, waiting ones
+# each JOB_SYNC_INTERVAL) take the same CPUs and workers as the launches. BENCH_BEAT=0 leaves it
+# out, to see what it costs.
+BEAT = os.environ.get("BENCH_BEAT", "1") != "0"
 PRODUCT = "BENCH-GPU-8"
 SPEC = {
     "image": "registry.local/bench:1",
@@ -554,12 +561,23 @@ def main():
     )
     workers = [start_worker(f"bench-worker-{i}.log") for i in range(2)]
     collector, _ = start([sys.executable, "manage.py", "collect_cluster"], "bench-collector.log")
+    schedule = tempfile.TemporaryDirectory()
+    beat = []
+    if BEAT:
+        command = [sys.executable, "-m", "celery", "-A", "portal", "beat", "-l", "warning"]
+        beat.append(start([*command, "-s", f"{schedule.name}/beat"], "bench-beat.log")[0])
     try:
         time.sleep(3)
         print(
             f"time to Running, {JOBS} jobs of 4 GPUs on {NODES} simulated 8-GPU nodes, Volcano "
             f"scheduling every {' and every '.join(PERIODS) or schedule_period()} "
-            f"({timezone.now():%Y-%m-%d}):",
+            f"({timezone.now():%Y-%m-%d}), "
+            + (
+                f"beat resyncing every job each {settings.RESYNC_INTERVAL} s and waiting ones "
+                f"each {settings.JOB_SYNC_INTERVAL} s:"
+                if BEAT
+                else "without beat:"
+            ),
             flush=True,
         )
         if "paced" in RUNS:
@@ -601,7 +619,8 @@ def main():
         try:
             clear(tenant)  # with the portal's workers still there to remove its jobs
         finally:
-            stop(web, collector, *workers)
+            stop(web, collector, *workers, *beat)
+            schedule.cleanup()
             get_cluster().delete(QUEUE_API, "Queue", tenant.queue_name)
             get_cluster().delete("v1", "Namespace", tenant.namespace)
             Job.objects.filter(tenant=tenant).delete()
