@@ -44,6 +44,10 @@ RETRY: dict[str, Any] = {
     "max_retries": None,
 }
 SYNC_MESSAGE_MAX = 2000
+# The broker's priority of a resync's runs, behind the runs a change sent (priority 0, which
+# Redis serves first): a full resync sends a run for every object at once, and a launch's run
+# waited behind them all. controller-runtime's priority queue does the same for its resyncs.
+BACKGROUND = 9
 # Seconds: another run of the same object held it. That run sends this one again as soon as it
 # ends; the delayed one is the safety net should it die first.
 BUSY_RETRY = 2.0
@@ -94,16 +98,37 @@ def send(task_name: str, *args: Any) -> None:
 
 
 def enqueue_all(task_name: str, pks: Iterator[int] | list[int]) -> None:
-    """A resync: every key once (already waiting ones are skipped by the de-duplication mark)."""
+    """`enqueue` for every key (a change to several objects at once)."""
     for pk in pks:
         enqueue(task_name, pk)
 
 
-def started(task_name: str, pk: int, *, delayed: bool = False) -> None:
+def resync(task_name: str, pks: Iterator[int] | list[int]) -> None:
+    """A periodic resync: a run for every key once the transaction commits, at BACKGROUND
+    priority, unless a run of the key waits (sent by a change, or by an earlier resync). A
+    change seen meanwhile still sends its run, which goes first."""
+    task = _task(task_name)
+    pks = list(pks)
+
+    def send() -> None:
+        waiting = cache.get_many([_queued_key(task_name, pk) for pk in pks])
+        for pk in pks:
+            if _queued_key(task_name, pk) in waiting:
+                continue
+            resynced = _queued_key(task_name, pk, "resynced")
+            if cache.add(resynced, 1, timeout=settings.RECONCILE_DEDUP_SECONDS):
+                task.apply_async(args=[pk], priority=BACKGROUND)
+
+    transaction.on_commit(send)
+
+
+def started(task_name: str, pk: int, *, delayed: bool = False, background: bool = False) -> None:
     """Called first by a reconcile task: a new change may enqueue another run from now on (and,
-    when this is the delayed run, another delayed one); the object has not settled until this
-    run ends without waiting (one that dies halfway leaves it unsettled)."""
-    marks = ("queued", "settled", *(("requeued", "busy") if delayed else ()))
+    when this is the delayed run, another delayed one; when a resync's, the next resync); the
+    object has not settled until this run ends without waiting (one that dies halfway leaves
+    it unsettled)."""
+    sent = "resynced" if background else "queued"
+    marks = (sent, "settled", *(("requeued", "busy") if delayed else ()))
     cache.delete_many([_queued_key(task_name, pk, mark) for mark in marks])
 
 
@@ -183,16 +208,17 @@ def _held(task_name: str, pk: int, key: int, acquired: bool) -> Iterator[None]:
 
 
 def nothing_waiting() -> bool:
-    """Whether no task waits in the broker for a worker: a run may then wait a moment for the
-    cluster (a claim to bind) instead of requeueing itself, at no other work's expense. Never an
-    inline (eager) run, whose caller waits; nor when the broker cannot say."""
+    """Whether no task a change sent waits in the broker for a worker: a run may then wait a
+    moment for the cluster (a claim to bind) instead of requeueing itself, at no other work's
+    expense. A resync's runs (BACKGROUND) wait that moment too. Never an inline (eager) run,
+    whose caller waits; nor when the broker cannot say."""
     if current_app.conf.task_always_eager:
         return False
     try:
         with current_app.producer_pool.acquire(block=True, timeout=1) as producer:
             channel: Any = producer.channel  # the transport's channel (loosely typed by kombu)
-            declared = channel.queue_declare(queue=current_app.conf.task_default_queue)
-            return bool(declared.message_count == 0)
+            # Redis keeps each priority in a list of its own; priority 0's is the queue's name.
+            return bool(channel.client.llen(current_app.conf.task_default_queue) == 0)
     except (KombuError, RedisError, OSError):
         log.warning("could not read how many tasks wait", exc_info=True)
         return False
@@ -272,7 +298,8 @@ def reconciler(
             if delayed and not task.request.retries and _recheck_moot(name, pk):
                 cache.delete(_queued_key(name, pk, "requeued"))  # another may be sent
                 return
-            started(name, pk, delayed=delayed)
+            priority = (task.request.delivery_info or {}).get("priority")
+            started(name, pk, delayed=delayed, background=priority == BACKGROUND)
             queryset: models.QuerySet[M] = model.objects.select_related(*select_related)  # type: ignore[attr-defined]
             if annotate:
                 queryset = queryset.annotate(**annotate)

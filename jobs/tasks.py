@@ -18,11 +18,11 @@ from core.cluster import get_cluster
 from core.reconcile import (
     Requeue,
     enqueue,
-    enqueue_all,
     nothing_waiting,
     once_again,
     once_every,
     reconciler,
+    resync,
 )
 from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import K8sError, PermanentK8sError, plain_words
@@ -636,8 +636,8 @@ def resync_jobs(everything=False):
         tick = int(time.time() // settings.JOB_SYNC_INTERVAL)
         if tick % LONG_WAIT_EVERY:  # jobs that have waited long are re-read less often
             holding = holding.filter(submitted_at__gte=timezone.now() - LONG_WAIT)
-    enqueue_all("jobs.reconcile_job", holding.values_list("pk", flat=True))
-    enqueue_all(
+    resync("jobs.reconcile_job", holding.values_list("pk", flat=True))
+    resync(
         "jobs.reconcile_job", Job.objects.filter(delete_requested=True).values_list("pk", flat=True)
     )
     # Cancelled while they waited, their volumes made ahead not yet removed (the run their
@@ -645,12 +645,12 @@ def resync_jobs(everything=False):
     left_ahead = Job.objects.filter(
         state__in=FINISHED, submitted_at__isnull=True, volumes_ahead_at__isnull=False
     )
-    enqueue_all("jobs.reconcile_job", left_ahead.values_list("pk", flat=True))
+    resync("jobs.reconcile_job", left_ahead.values_list("pk", flat=True))
     for tenant_id in (
         Job.objects.filter(state=JobState.QUEUED).values_list("tenant_id", flat=True).distinct()
     ):
         admit(tenant_id)
-    enqueue_all("jobs.reconcile_data_volume", DataVolume.objects.values_list("pk", flat=True))
+    resync("jobs.reconcile_data_volume", DataVolume.objects.values_list("pk", flat=True))
     if everything:
         note_gone_workspaces()
 

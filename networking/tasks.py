@@ -8,7 +8,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.cluster import get_cluster
-from core.reconcile import RETRY, enqueue_all, reconciler
+from core.reconcile import RETRY, reconciler, resync
 from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import ConflictK8sError, TransientK8sError
 from k8s_adapters.labels import portal_labels
@@ -150,7 +150,7 @@ def _drop_reservation(pool, address, podref):
 
 @shared_task(name="networking.resync_pools", ignore_result=True)
 def resync_pools():
-    enqueue_all("networking.reconcile_pool", IPPool.objects.values_list("pk", flat=True))
+    resync("networking.reconcile_pool", IPPool.objects.values_list("pk", flat=True))
     prune_networks()
 
 

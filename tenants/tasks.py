@@ -5,7 +5,7 @@ from celery import shared_task
 from django.db.models import F
 
 from core.cluster import get_cluster
-from core.reconcile import enqueue_all, reconciler
+from core.reconcile import reconciler, resync
 from k8s_adapters.client import ObjectRef
 from k8s_adapters.errors import PermanentK8sError
 from k8s_adapters.tenant import (
@@ -72,4 +72,4 @@ def _remove(tenant):
 @shared_task(name="tenants.resync_tenants", ignore_result=True)
 def resync_tenants():
     """Re-enqueue every tenant (archived ones too, so leftovers are removed)."""
-    enqueue_all("tenants.reconcile_tenant", Tenant.objects.values_list("pk", flat=True))
+    resync("tenants.reconcile_tenant", Tenant.objects.values_list("pk", flat=True))
