@@ -17,7 +17,8 @@ pace), one after another at a pace with CPU to spare (Poisson arrivals, BENCH_ST
 a second, default 1: on a small machine the script's own pace keeps the CPUs nearly saturated
 with the direct run alone, and any added work then queues behind it), and all at once (the
 script creates every claim, then each Volcano job as its claim binds; the portal takes 200
-POSTs back to back). Each line says how busy the machine's CPUs were.
+POSTs back to back). Each line says how busy the machine's CPUs were, and the CPU each part of
+the test bed (the portal's processes, the database, the API server, Volcano...) spent a job.
 
 The steady comparison runs BENCH_ROUNDS times (default 2), the script and the portal in turn,
 each round reported, then all rounds together: the load of a shared machine drifts over minutes,
@@ -602,12 +603,12 @@ def main():
             settle()
             busy = Busy()
             burst, _, _ = direct_burst(tenant, user)
-            direct_busy = busy.percent()
+            direct_busy = busy.usage()
             clear(tenant)
             settle()
             busy = Busy()
             portal = portal_run(tenant, version, "pb")
-            compare("all at once", (burst, {}), portal, (direct_busy, busy.percent()))
+            compare("all at once", (burst, {}), portal, (direct_busy, busy.usage()))
             clear(tenant)
         if DRAIN_JOBS:
             settle()
@@ -687,7 +688,7 @@ def paired_round(tenant, user, version, arrivals=None, portal_first=False):
         settle()
         busy = Busy()
         direct, offsets = direct_run(tenant, user, f"d{tag}", arrivals)
-        result = direct, busy.percent(), offsets
+        result = direct, busy.usage(), offsets
         clear(tenant)
         return result
 
@@ -695,7 +696,7 @@ def paired_round(tenant, user, version, arrivals=None, portal_first=False):
         settle()
         busy = Busy()
         portal = portal_run(tenant, version, f"p{tag}", offsets, apart=arrivals is not None)
-        result = portal, busy.percent()
+        result = portal, busy.usage()
         clear(tenant)
         return result
 
@@ -762,7 +763,14 @@ def pooled(rounds):
                 parts.setdefault(part, []).extend(seconds)
         return [s for total, _ in runs for s in total], parts
 
-    busy = tuple(sum(r[2][i] for r in rounds) / len(rounds) for i in (0, 1))
+    def spent(usages):
+        parts = {}
+        for _, by_part in usages:
+            for part, seconds in by_part.items():
+                parts[part] = parts.get(part, 0.0) + seconds
+        return sum(percent for percent, _ in usages) / len(usages), parts
+
+    busy = tuple(spent([r[2][i] for r in rounds]) for i in (0, 1))
     return together([r[0] for r in rounds]), together([r[1] for r in rounds]), busy
 
 
@@ -770,7 +778,7 @@ def compare(label, direct_and_parts, portal_and_parts, busy, rounds=None):
     """Direct against portal, each split in parts; how busy the machine's CPUs were in each.
     `rounds`: the rounds pooled here, for an interval that covers their drift too."""
     (direct, direct_parts), (portal, portal_parts) = direct_and_parts, portal_and_parts
-    print(f"{label} (CPUs busy: {busy[0]:.0f}% direct, {busy[1]:.0f}% portal):")
+    print(f"{label} (CPUs busy: {busy[0][0]:.0f}% direct, {busy[1][0]:.0f}% portal):")
     d50, d99 = report("  direct", direct)
     for part, seconds in direct_parts.items():
         report(part, seconds)
@@ -786,6 +794,23 @@ def compare(label, direct_and_parts, portal_and_parts, busy, rounds=None):
         )
     )
     print(f"  portal adds {added} (target: at most +10%)", flush=True)
+    cpu_by_part(busy, len(direct), len(portal))
+
+
+def cpu_by_part(busy, direct_jobs, portal_jobs):
+    """The CPU each part of the test bed spent a job, direct and portal, most first: where the
+    portal's own work goes, and what it costs the cluster's parts."""
+    direct, portal = busy[0][1], busy[1][1]
+    parts = sorted(set(direct) | set(portal), key=lambda p: -portal.get(p, 0.0))
+    print(
+        "  CPU a job, direct / portal: "
+        + ", ".join(
+            f"{part} {1000 * direct.get(part, 0.0) / direct_jobs:.0f}"
+            f"/{1000 * portal.get(part, 0.0) / portal_jobs:.0f} ms"
+            for part in parts
+        ),
+        flush=True,
+    )
 
 
 def added_interval(rounds, p, draws=2000):

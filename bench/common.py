@@ -95,11 +95,66 @@ def _pool_override():
     return args
 
 
+# Which part of the test bed a process is, by the first pattern its command line holds.
+PARTS = (
+    ("celery -A portal beat", "portal beat"),
+    ("celery -A portal worker", "portal workers"),
+    ("granian", "portal web"),
+    ("collect_cluster", "portal collector"),
+    ("postgres", "PostgreSQL"),
+    ("redis-server", "Redis"),
+    ("bench/", "benchmark (script, browsers)"),
+    ("kube-apiserver", "API server"),
+    ("etcd", "etcd"),
+    ("kube-controller-manager", "controller manager"),
+    ("/vc-", "Volcano"),
+    ("kwok", "KWOK"),
+    ("provisioner.py", "provisioner"),
+)
+
+
+def cpu_by_process():
+    """{pid: (part, CPU seconds)} of the test bed's processes. The database server's include
+    its reaped children (backends that ended); no other's do: a child another part reaps (the
+    benchmark stopping the portal's processes) was counted as itself."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            stat = Path(entry.path, "stat").read_text()
+        except (OSError, UnicodeDecodeError):  # gone meanwhile
+            continue
+        part = next((name for pattern, name in PARTS if pattern in command), None)
+        if part:
+            fields = stat.rsplit(")", 1)[1].split()  # from the state on (the 3rd field)
+            times = fields[11:15] if part == "PostgreSQL" else fields[11:13]
+            found[int(entry.name)] = (part, sum(int(v) for v in times) / ticks)
+    return found
+
+
 class Busy:
-    """How busy the machine's CPUs were (all processes) from its creation to `percent()`."""
+    """How busy the machine's CPUs were (all processes) from its creation to `percent()`, and
+    the CPU seconds each part of the test bed spent meanwhile (`by_part()`)."""
 
     def __init__(self):
         self.start = self._read()
+        self.processes = cpu_by_process()
+
+    def by_part(self):
+        spent = {}
+        for pid, (part, seconds) in cpu_by_process().items():
+            was, before = self.processes.get(pid, (part, 0.0))
+            if was != part or before > seconds:  # the pid of a process gone since
+                before = 0.0
+            spent[part] = spent.get(part, 0.0) + seconds - before
+        return spent
+
+    def usage(self):
+        """(percent busy, CPU seconds by part) since creation."""
+        return self.percent(), self.by_part()
 
     @staticmethod
     def _read():
