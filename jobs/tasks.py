@@ -4,14 +4,13 @@ volumes into PVCs; observed status flows back."""
 import contextlib
 import logging
 import re
-import time
 from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from core.cluster import get_cluster
@@ -625,17 +624,21 @@ def reconcile_data_volume(volume):
 
 @shared_task(name="jobs.resync_jobs", ignore_result=True)
 def resync_jobs(everything=False):
-    """Re-enqueue the jobs whose state the collector's watches do not follow (waiting ones:
-    why they wait is read from Events) and those being deleted, and admit what fits. Every job
-    the cluster holds or should hold only when `everything` (the slower full resync): running
-    jobs are followed by the collector's watch on Volcano jobs, and a resync of them all every
-    few seconds kept the workers busy in proportion to the cluster's size."""
+    """Each JOB_SYNC_INTERVAL: re-enqueue the jobs whose state the collector's watches do not
+    follow (waiting ones: why they wait is read from Events), those being deleted, and a slice
+    of every job the cluster holds or should hold, so that each is resynced once every
+    RESYNC_INTERVAL; and admit what fits. Running jobs are followed by the collector's watch on
+    Volcano jobs: resyncing them all every few seconds kept the workers busy in proportion to
+    the cluster's size, and all of them at once every minute held the workers and the API
+    server for seconds, which launches arriving then waited out. `everything`: every job now."""
+    tick = _resync_tick()
+    slices = max(1, settings.RESYNC_INTERVAL // settings.JOB_SYNC_INTERVAL)
     holding = Job.objects.holding()
-    if not everything:  # waiting ones, and ended ones whose pods were still stopping
-        holding = holding.filter(state__in=(JobState.SUBMITTING, JobState.PENDING, *FINISHED))
-        tick = int(time.time() // settings.JOB_SYNC_INTERVAL)
+    if not everything:  # waiting ones, ended ones whose pods were still stopping, a slice
+        waiting = Q(state__in=(JobState.SUBMITTING, JobState.PENDING, *FINISHED))
         if tick % LONG_WAIT_EVERY:  # jobs that have waited long are re-read less often
-            holding = holding.filter(submitted_at__gte=timezone.now() - LONG_WAIT)
+            waiting &= Q(submitted_at__gte=timezone.now() - LONG_WAIT)
+        holding = holding.annotate(slot=F("pk") % slices).filter(waiting | Q(slot=tick % slices))
     resync("jobs.reconcile_job", holding.values_list("pk", flat=True))
     resync(
         "jobs.reconcile_job", Job.objects.filter(delete_requested=True).values_list("pk", flat=True)
@@ -651,8 +654,22 @@ def resync_jobs(everything=False):
     ):
         admit(tenant_id)
     resync("jobs.reconcile_data_volume", DataVolume.objects.values_list("pk", flat=True))
-    if everything:
+    if everything or tick % slices == 0:
         note_gone_workspaces()
+
+
+RESYNC_TICK = "jobs-resync-tick"
+
+
+def _resync_tick():
+    """This resync's number, one more than the last one's, across workers: a wall clock's tick
+    skips a number now and then (a resync that waited a moment for a worker), and the jobs of
+    its slice then waited a whole round more. Counted again from 1 if Redis lost it."""
+    try:
+        return cache.incr(RESYNC_TICK)
+    except ValueError:  # not counted yet
+        cache.add(RESYNC_TICK, 0, timeout=None)
+        return cache.incr(RESYNC_TICK)
 
 
 def note_gone_workspaces():
