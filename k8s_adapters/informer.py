@@ -6,7 +6,8 @@ balancer sends nothing, and a read without a deadline would wait for good). A ch
 handler failed on (its database down) is not taken as seen: it comes back with a list soon.
 The backoff grows until a watch works (a watch refused at once, throttled say, would otherwise
 list every object of the kind twice a second), and an object that cannot be reduced is logged
-and kept as last read (or left out), not its whole kind: it is not taken as deleted."""
+and kept as last read (or left out), not its whole kind: it is not taken as deleted. A handler
+can tell a change a list found (every object, at start) from one a watch heard (`listing`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ if TYPE_CHECKING:
     from .client import Cluster
 
 log = logging.getLogger(__name__)
+_handling = threading.local()
+
+
+def listing() -> bool:
+    """Whether the change a handler is called for came from a list (the informer's first, or
+    one after a watch broke), not from a watch: at start, every object of the kind."""
+    return getattr(_handling, "listing", False)
 
 
 class Informer:
@@ -69,8 +77,12 @@ class Informer:
                 reduced = old.get(key)
             if reduced is not None:
                 self.store[key] = reduced
-        for key in old.keys() | self.store.keys():
-            self._updated(key, old.get(key), self.store.get(key))
+        _handling.listing = True
+        try:
+            for key in old.keys() | self.store.keys():
+                self._updated(key, old.get(key), self.store.get(key))
+        finally:
+            _handling.listing = False
         self.synced, self.error, self.heard_at = True, "", time.time()
         self.on_change()
         return version

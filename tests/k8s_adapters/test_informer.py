@@ -4,7 +4,7 @@ that hears nothing is given up, not waited on for good."""
 import threading
 
 from k8s_adapters.errors import TransientK8sError
-from k8s_adapters.informer import Informer
+from k8s_adapters.informer import Informer, listing
 
 
 def job(name, phase):
@@ -68,6 +68,17 @@ def test_a_change_the_handler_failed_on_is_handed_to_it_again():
     cluster.listed = [job("train", "Completed")]
     watched.relist()
     assert seen[-1] == ("Running", "Completed")
+
+
+def test_a_handler_can_tell_what_a_list_found_from_what_a_watch_heard():
+    # At start a list hands the handler every object: the collector sends their runs behind
+    # those of changes, as a resync's, so a restart does not hold up launches.
+    seen = []
+    cluster = Cluster([job("a", "Running")], watches=[[("MODIFIED", job("a", "Completed"))]])
+    watched = informer(cluster, lambda old, new: seen.append((new["phase"], listing())))
+    watched._watch(watched.relist())
+    assert seen == [("Running", True), ("Completed", False)]
+    assert not listing()
 
 
 def test_a_watch_that_hears_nothing_is_given_up_and_listed_again():

@@ -70,6 +70,32 @@ def test_a_job_that_starts_changes_or_ends_is_reconciled_at_once(followed, old, 
     assert followed == ["train"]
 
 
+def test_a_job_a_list_found_is_reconciled_behind_the_changes_a_watch_heard(
+    monkeypatch, transactional_db
+):
+    """At the collector's start a list finds every job, and each running one gets a run: those
+    runs go behind a launch's, as a resync's do."""
+    user = get_user_model().objects.create(username="owner")
+    tenant = Tenant.objects.create(slug=f"listed-{uuid.uuid4().hex[:6]}", display_name="L")
+    row = Job.objects.create(
+        tenant=tenant,
+        owner=user,
+        name="train",
+        spec={},
+        gpus=1,
+        state=JobState.RUNNING,
+        queued_at=timezone.now(),
+    )
+    sent = []
+    monkeypatch.setattr(collect_cluster, "enqueue", lambda name, pk: sent.append(("change", pk)))
+    monkeypatch.setattr(collect_cluster, "resync", lambda name, pks: sent.append(("list", *pks)))
+    monkeypatch.setattr(collect_cluster, "listing", lambda: True)
+    collect_cluster.reconcile_job(tenant.slug, "train")
+    monkeypatch.setattr(collect_cluster, "listing", lambda: False)
+    collect_cluster.reconcile_job(tenant.slug, "train")
+    assert sent == [("list", row.pk), ("change", row.pk)]
+
+
 def test_a_job_labelled_as_a_tenants_in_another_namespace_is_not_followed(followed):
     """Whoever may create a Volcano job somewhere could otherwise end a tenant's job of that
     name, or have it run again, by labelling theirs as the tenant's."""

@@ -19,12 +19,12 @@ from django.utils import timezone
 from core import snapshot as store
 from core.cluster import PUBLISH_EVERY, get_cluster, publish_node_gpus
 from core.heap import freeze_loaded
-from core.reconcile import enqueue
+from core.reconcile import enqueue, resync
 from jobs.choices import PHASES, JobState
 from jobs.models import Job
 from jobs.tasks import observe_finished, observe_started, workspace_deleted
 from k8s_adapters import inventory
-from k8s_adapters.informer import Informer, unheard, wait_synced
+from k8s_adapters.informer import Informer, listing, unheard, wait_synced
 from k8s_adapters.labels import MANAGED_BY, PORTAL
 from k8s_adapters.tenant import QUOTA_NAME
 from k8s_adapters.volcano import VCJOB_API, reduce_vcjob
@@ -252,6 +252,11 @@ FOLLOW = {"PersistentVolumeClaim": follow_claim, "ResourceQuota": follow_quota}
 
 
 def reconcile_job(tenant, name):
+    """A run of the job now; behind the runs changes send when a list found it (every job at
+    the collector's start), as a resync's are."""
     pk = Job.objects.filter(tenant__slug=tenant, name=name).values_list("pk", flat=True).first()
     if pk is not None:
-        enqueue("jobs.reconcile_job", pk)
+        if listing():
+            resync("jobs.reconcile_job", [pk])
+        else:
+            enqueue("jobs.reconcile_job", pk)
