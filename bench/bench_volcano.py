@@ -575,7 +575,7 @@ def main():
             f"({timezone.now():%Y-%m-%d}), "
             + (
                 f"beat resyncing every job each {settings.RESYNC_INTERVAL} s (a slice each "
-                f"{settings.JOB_SYNC_INTERVAL} s) and waiting ones each "
+                f"{settings.RESYNC_SLICE_SECONDS} s) and waiting ones each "
                 f"{settings.JOB_SYNC_INTERVAL} s:"
                 if BEAT
                 else "without beat:"

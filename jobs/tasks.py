@@ -10,7 +10,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from core.cluster import get_cluster
@@ -624,21 +624,16 @@ def reconcile_data_volume(volume):
 
 @shared_task(name="jobs.resync_jobs", ignore_result=True)
 def resync_jobs(everything=False):
-    """Each JOB_SYNC_INTERVAL: re-enqueue the jobs whose state the collector's watches do not
-    follow (waiting ones: why they wait is read from Events), those being deleted, and a slice
-    of every job the cluster holds or should hold, so that each is resynced once every
-    RESYNC_INTERVAL; and admit what fits. Running jobs are followed by the collector's watch on
-    Volcano jobs: resyncing them all every few seconds kept the workers busy in proportion to
-    the cluster's size, and all of them at once every minute held the workers and the API
-    server for seconds, which launches arriving then waited out. `everything`: every job now."""
-    tick = _resync_tick()
-    slices = max(1, settings.RESYNC_INTERVAL // settings.JOB_SYNC_INTERVAL)
+    """Re-enqueue the jobs whose state the collector's watches do not follow (waiting ones:
+    why they wait is read from Events) and those being deleted, and admit what fits. Every job
+    the cluster holds or should hold only when `everything`: running jobs are followed by the
+    collector's watch on Volcano jobs, and each is resynced by its slice (`resync_job_slice`)."""
+    tick = _count(RESYNC_TICK)
     holding = Job.objects.holding()
-    if not everything:  # waiting ones, ended ones whose pods were still stopping, a slice
-        waiting = Q(state__in=(JobState.SUBMITTING, JobState.PENDING, *FINISHED))
+    if not everything:  # waiting ones, and ended ones whose pods were still stopping
+        holding = holding.filter(state__in=(JobState.SUBMITTING, JobState.PENDING, *FINISHED))
         if tick % LONG_WAIT_EVERY:  # jobs that have waited long are re-read less often
-            waiting &= Q(submitted_at__gte=timezone.now() - LONG_WAIT)
-        holding = holding.annotate(slot=F("pk") % slices).filter(waiting | Q(slot=tick % slices))
+            holding = holding.filter(submitted_at__gte=timezone.now() - LONG_WAIT)
     resync("jobs.reconcile_job", holding.values_list("pk", flat=True))
     resync(
         "jobs.reconcile_job", Job.objects.filter(delete_requested=True).values_list("pk", flat=True)
@@ -654,22 +649,35 @@ def resync_jobs(everything=False):
     ):
         admit(tenant_id)
     resync("jobs.reconcile_data_volume", DataVolume.objects.values_list("pk", flat=True))
-    if everything or tick % slices == 0:
+    if everything or tick % max(1, settings.RESYNC_INTERVAL // settings.JOB_SYNC_INTERVAL) == 0:
         note_gone_workspaces()
 
 
-RESYNC_TICK = "jobs-resync-tick"
+@shared_task(name="jobs.resync_job_slice", ignore_result=True)
+def resync_job_slice():
+    """The next slice of every job the cluster holds or should hold, each RESYNC_SLICE_SECONDS:
+    each job is resynced once every RESYNC_INTERVAL, in a steady trickle of runs beside the
+    launches. All of them at once each minute (or a sixth of them every 10 s) filled every
+    worker thread and loaded the API server for seconds, and launches then waited or ran
+    beside them."""
+    slices = max(1, settings.RESYNC_INTERVAL // settings.RESYNC_SLICE_SECONDS)
+    slot = _count(SLICE_TICK) % slices
+    jobs = Job.objects.holding().annotate(slot=F("pk") % slices).filter(slot=slot)
+    resync("jobs.reconcile_job", jobs.values_list("pk", flat=True))
 
 
-def _resync_tick():
-    """This resync's number, one more than the last one's, across workers: a wall clock's tick
-    skips a number now and then (a resync that waited a moment for a worker), and the jobs of
-    its slice then waited a whole round more. Counted again from 1 if Redis lost it."""
+RESYNC_TICK, SLICE_TICK = "jobs-resync-tick", "jobs-slice-tick"
+
+
+def _count(key):
+    """One more than the last call's, across workers: a wall clock's tick skips a number now
+    and then (a resync that waited a moment for a worker), and what that number stood for
+    waited a whole round more. Counted again from 1 if Redis lost it."""
     try:
-        return cache.incr(RESYNC_TICK)
+        return cache.incr(key)
     except ValueError:  # not counted yet
-        cache.add(RESYNC_TICK, 0, timeout=None)
-        return cache.incr(RESYNC_TICK)
+        cache.add(key, 0, timeout=None)
+        return cache.incr(key)
 
 
 def note_gone_workspaces():
