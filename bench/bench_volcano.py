@@ -574,9 +574,8 @@ def main():
             f"scheduling every {' and every '.join(PERIODS) or schedule_period()} "
             f"({timezone.now():%Y-%m-%d}), "
             + (
-                f"beat resyncing every job each {settings.RESYNC_INTERVAL} s (a slice each "
-                f"{settings.RESYNC_SLICE_SECONDS} s) and waiting ones each "
-                f"{settings.JOB_SYNC_INTERVAL} s:"
+                f"beat resyncing every job each {settings.RESYNC_INTERVAL} s and waiting ones "
+                f"each {settings.JOB_SYNC_INTERVAL} s:"
                 if BEAT
                 else "without beat:"
             ),

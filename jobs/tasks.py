@@ -4,13 +4,14 @@ volumes into PVCs; observed status flows back."""
 import contextlib
 import logging
 import re
+import time
 from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from core.cluster import get_cluster
@@ -626,12 +627,13 @@ def reconcile_data_volume(volume):
 def resync_jobs(everything=False):
     """Re-enqueue the jobs whose state the collector's watches do not follow (waiting ones:
     why they wait is read from Events) and those being deleted, and admit what fits. Every job
-    the cluster holds or should hold only when `everything`: running jobs are followed by the
-    collector's watch on Volcano jobs, and each is resynced by its slice (`resync_job_slice`)."""
-    tick = _count(RESYNC_TICK)
+    the cluster holds or should hold only when `everything` (the slower full resync): running
+    jobs are followed by the collector's watch on Volcano jobs, and a resync of them all every
+    few seconds kept the workers busy in proportion to the cluster's size."""
     holding = Job.objects.holding()
     if not everything:  # waiting ones, and ended ones whose pods were still stopping
         holding = holding.filter(state__in=(JobState.SUBMITTING, JobState.PENDING, *FINISHED))
+        tick = int(time.time() // settings.JOB_SYNC_INTERVAL)
         if tick % LONG_WAIT_EVERY:  # jobs that have waited long are re-read less often
             holding = holding.filter(submitted_at__gte=timezone.now() - LONG_WAIT)
     resync("jobs.reconcile_job", holding.values_list("pk", flat=True))
@@ -649,35 +651,8 @@ def resync_jobs(everything=False):
     ):
         admit(tenant_id)
     resync("jobs.reconcile_data_volume", DataVolume.objects.values_list("pk", flat=True))
-    if everything or tick % max(1, settings.RESYNC_INTERVAL // settings.JOB_SYNC_INTERVAL) == 0:
+    if everything:
         note_gone_workspaces()
-
-
-@shared_task(name="jobs.resync_job_slice", ignore_result=True)
-def resync_job_slice():
-    """The next slice of every job the cluster holds or should hold, each RESYNC_SLICE_SECONDS:
-    each job is resynced once every RESYNC_INTERVAL, in a steady trickle of runs beside the
-    launches. All of them at once each minute (or a sixth of them every 10 s) filled every
-    worker thread and loaded the API server for seconds, and launches then waited or ran
-    beside them."""
-    slices = max(1, settings.RESYNC_INTERVAL // settings.RESYNC_SLICE_SECONDS)
-    slot = _count(SLICE_TICK) % slices
-    jobs = Job.objects.holding().annotate(slot=F("pk") % slices).filter(slot=slot)
-    resync("jobs.reconcile_job", jobs.values_list("pk", flat=True))
-
-
-RESYNC_TICK, SLICE_TICK = "jobs-resync-tick", "jobs-slice-tick"
-
-
-def _count(key):
-    """One more than the last call's, across workers: a wall clock's tick skips a number now
-    and then (a resync that waited a moment for a worker), and what that number stood for
-    waited a whole round more. Counted again from 1 if Redis lost it."""
-    try:
-        return cache.incr(key)
-    except ValueError:  # not counted yet
-        cache.add(key, 0, timeout=None)
-        return cache.incr(key)
 
 
 def note_gone_workspaces():

@@ -279,21 +279,19 @@ if bool(WEB_TENANT_ROLE) != bool(WEB_ACCOUNT) or (
         "namespaces with, and the web's ServiceAccount as namespace/name (say "
         f"gpu-portal/gpu-portal-web); not {WEB_TENANT_ROLE!r} and {WEB_ACCOUNT!r}."
     )
-# Why waiting jobs wait is read again at least this often.
+# Why waiting jobs wait is read again at least this often; every job is resynced with the
+# full resync (the collector's watch on Volcano jobs follows them in between).
 JOB_SYNC_INTERVAL = env.int("JOB_SYNC_INTERVAL", default=10)
 CELERY_BEAT_SCHEDULE["jobs"] = {
     "task": "jobs.resync_jobs",
     "schedule": timedelta(seconds=JOB_SYNC_INTERVAL),
     "options": {"expires": JOB_SYNC_INTERVAL},
 }
-# Every job is resynced once every RESYNC_INTERVAL, a slice of them this often (the collector's
-# watch on Volcano jobs follows them in between): a steady trickle of runs, never a batch that
-# fills every worker.
-RESYNC_SLICE_SECONDS = env.int("RESYNC_SLICE_SECONDS", default=2)
-CELERY_BEAT_SCHEDULE["job-slices"] = {
-    "task": "jobs.resync_job_slice",
-    "schedule": timedelta(seconds=RESYNC_SLICE_SECONDS),
-    "options": {"expires": RESYNC_SLICE_SECONDS},
+CELERY_BEAT_SCHEDULE["all-jobs"] = {
+    "task": "jobs.resync_jobs",
+    "schedule": timedelta(seconds=RESYNC_INTERVAL),
+    "kwargs": {"everything": True},
+    "options": {"expires": RESYNC_INTERVAL},
 }
 
 # The RuntimeClasses jobs may name (a GPU task runs under one). Others are refused at launch:

@@ -7,9 +7,10 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 from django.core.cache import cache
 from django.utils import timezone
 
@@ -313,63 +314,28 @@ def test_a_delayed_recheck_is_skipped_once_a_run_ended_without_waiting(
     assert len(runs) == 8, "a re-check after a run that ended halfway must run"
 
 
-def resyncs(tasks, monkeypatch, count, task="resync_jobs", first=None):
-    """The jobs each of `count` calls in a row of `task` sent, from the call numbered `first`."""
-    if first is not None:
-        cache.set(tasks.RESYNC_TICK, first - 1, timeout=None)
-    sent = []
-    monkeypatch.setattr(tasks, "resync", lambda name, pks: sent[-1].update(pks))
-    for _ in range(count):
-        sent.append(set())
-        getattr(tasks, task)()
-    return sent
-
-
-def test_the_frequent_resync_rereads_waiting_jobs_and_a_slice_at_a_time_every_job(
-    team, templates, launch, monkeypatch, settings
+def test_the_frequent_resync_rereads_waiting_jobs_and_the_full_one_every_job(
+    team, templates, launch, monkeypatch
 ):
-    # Running jobs are followed by the collector's watch on Volcano jobs. Re-reading them all
-    # every few seconds kept the workers busy in proportion to the cluster's size; all of them
-    # at once each minute held every worker thread and the API server for seconds, which
-    # launches then waited out.
+    # Running jobs are followed by the collector's watch on Volcano jobs; re-reading them all
+    # every few seconds kept the workers busy in proportion to the cluster's size.
     from jobs import tasks
 
-    settings.RESYNC_INTERVAL, settings.RESYNC_SLICE_SECONDS = 60, 10
-    running = [
-        settle(launch(templates["single-gpu"], name=f"runs-{n}"), JobState.RUNNING)
-        for n in range(3)
-    ]
+    running = settle(launch(templates["single-gpu"], name="runs"), JobState.RUNNING)
     waiting = launch(templates["single-gpu"], name="waits")
     Job.objects.filter(pk=waiting.pk).update(state=JobState.PENDING)  # e.g. its queue is full
-    assert resyncs(tasks, monkeypatch, 1) == [{waiting.pk}]
-
-    slices = resyncs(tasks, monkeypatch, 12, task="resync_job_slice")  # two rounds of six
-    for job in [*running, waiting]:
-        seen = [n for n, sent in enumerate(slices) if job.pk in sent]
-        assert len(seen) == 2, (job.name, seen)  # once in each round
-        assert seen[1] - seen[0] == 6, (job.name, seen)
-    assert max(len(sent) for sent in slices) == 1, "not a slice at a time"
-
     sent = []
     monkeypatch.setattr(tasks, "resync", lambda name, pks: sent.extend(pks))
+    tasks.resync_jobs()
+    assert waiting.pk in sent
+    assert running.pk not in sent
+    sent.clear()
     tasks.resync_jobs(everything=True)
-    assert {waiting.pk, *(job.pk for job in running)} <= set(sent)
-
-
-def test_the_slices_go_on_after_redis_lost_their_count(
-    team, templates, launch, monkeypatch, settings
-):
-    from jobs import tasks
-
-    settings.RESYNC_INTERVAL, settings.RESYNC_SLICE_SECONDS = 20, 10
-    running = settle(launch(templates["single-gpu"], name="runs"), JobState.RUNNING)
-    cache.delete(tasks.SLICE_TICK)
-    slices = resyncs(tasks, monkeypatch, 2, task="resync_job_slice")
-    assert [running.pk in sent for sent in slices].count(True) == 1
+    assert {waiting.pk, running.pk} <= set(sent)
 
 
 def test_jobs_that_have_waited_long_are_reread_by_every_third_frequent_resync(
-    team, templates, launch, monkeypatch
+    team, templates, launch, monkeypatch, settings
 ):
     # Why a job waits is read from Events, several LISTs a run: a backlog of jobs waiting for
     # many minutes must not cost that every few seconds each.
@@ -377,11 +343,22 @@ def test_jobs_that_have_waited_long_are_reread_by_every_third_frequent_resync(
 
     old = launch(templates["single-gpu"], name="waits-long")
     new = launch(templates["single-gpu"], name="waits-now")
-    Job.objects.filter(pk=new.pk).update(state=JobState.PENDING, submitted_at=timezone.now())
-    Job.objects.filter(pk=old.pk).update(
-        state=JobState.PENDING, submitted_at=timezone.now() - timedelta(hours=1)
+    interval = settings.JOB_SYNC_INTERVAL
+    first = (int(time.time() // interval) // 3 + 1) * 3 * interval  # a third tick
+    Job.objects.filter(pk=new.pk).update(
+        state=JobState.PENDING, submitted_at=datetime.fromtimestamp(first, UTC)
     )
-    seen = [{old.pk, new.pk} & sent for sent in resyncs(tasks, monkeypatch, 3, first=3)]
+    Job.objects.filter(pk=old.pk).update(
+        state=JobState.PENDING, submitted_at=datetime.fromtimestamp(first, UTC) - timedelta(hours=1)
+    )
+    sent = []
+    monkeypatch.setattr(tasks, "resync", lambda name, pks: sent.extend(pks))
+    seen = []
+    for tick in range(3):
+        sent.clear()
+        with time_machine.travel(first + tick * interval + 1, tick=False):
+            tasks.resync_jobs()
+        seen.append({old.pk, new.pk} & set(sent))
     assert seen == [{old.pk, new.pk}, {new.pk}, {new.pk}]
 
 
