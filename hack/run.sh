@@ -42,7 +42,15 @@ $PY manage.py collectstatic --noinput -v 0
 $PY manage.py seed_demo --password="$password"
 
 pids=() names=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+cleanup() {
+  kill "${pids[@]}" 2>/dev/null || true
+  # Each has 10 s to stop; then it is killed. The web server, told to stop twice (the process
+  # group's SIGTERM, then this one), was seen to hang for good.
+  local deadline=$((SECONDS + 10))
+  while ((SECONDS < deadline)) && kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.2; done
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+  wait 2>/dev/null || true
+}
 trap cleanup EXIT INT TERM
 started() { pids+=($!) names+=("$1"); }  # name: of what was just started in the background
 $PY -m celery -A portal worker -l info >"$LOGS/worker.log" 2>&1 &
