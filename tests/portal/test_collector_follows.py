@@ -75,17 +75,8 @@ def test_a_job_a_list_found_is_reconciled_behind_the_changes_a_watch_heard(
 ):
     """At the collector's start a list finds every job, and each running one gets a run: those
     runs go behind a launch's, as a resync's do."""
-    user = get_user_model().objects.create(username="owner")
-    tenant = Tenant.objects.create(slug=f"listed-{uuid.uuid4().hex[:6]}", display_name="L")
-    row = Job.objects.create(
-        tenant=tenant,
-        owner=user,
-        name="train",
-        spec={},
-        gpus=1,
-        state=JobState.RUNNING,
-        queued_at=timezone.now(),
-    )
+    row = job_row(state=JobState.RUNNING)
+    tenant = row.tenant
     sent = []
     monkeypatch.setattr(collect_cluster, "enqueue", lambda name, pk: sent.append(("change", pk)))
     monkeypatch.setattr(collect_cluster, "resync", lambda name, pks: sent.append(("list", *pks)))
@@ -135,6 +126,16 @@ def runs(monkeypatch):
 def waiting(transactional_db, runs):
     """A job the portal submitted and that waits (committed: the collector's thread ends any
     transaction it finds open)."""
+    return job_row(
+        state=JobState.PENDING,
+        phase="Inqueue",
+        pending_reason="Waiting for GPUs.",
+        submitted_at=timezone.now(),
+    )
+
+
+def job_row(**fields):
+    """A job named train in a tenant of its own, as the portal saved it."""
     tenant = Tenant.objects.create(slug=f"follow-{uuid.uuid4().hex[:6]}", display_name="F")
     owner = get_user_model().objects.create(username=f"owner-{tenant.slug}")
     return Job.objects.create(
@@ -143,11 +144,8 @@ def waiting(transactional_db, runs):
         name="train",
         spec={},
         gpus=1,
-        state=JobState.PENDING,
-        phase="Inqueue",
-        pending_reason="Waiting for GPUs.",
         queued_at=timezone.now(),
-        submitted_at=timezone.now(),
+        **fields,
     )
 
 
