@@ -41,7 +41,8 @@ Drain: DRAIN_JOBS (default 1,000; BENCH_DRAIN_JOBS) jobs of 8 GPUs that run 2 s,
 wait in the portal's queue and are submitted as others finish; directly, Volcano queues them
 all. Reported: total drain time, per job the wait in the portal's queue and Volcano's, and for
 how long the portal's queue held jobs while Volcano had none waiting (the only time its
-admission can hold the drain back). BENCH_DRAIN_TIMELINE names a file for each portal job's
+admission can hold the drain back). BENCH_STEADY_TIMELINE names a folder for each steady
+run's times per job (a file a run). BENCH_DRAIN_TIMELINE names a file for each portal job's
 times (launched, admitted, its Volcano job created, Running, Completed, finished in the portal).
 """
 
@@ -97,6 +98,7 @@ PERIODS = [p for p in os.environ.get("BENCH_PERIODS", "").split(",") if p]
 # Which comparisons to run: paced (the script's pace), steady, burst (all at once).
 RUNS = os.environ.get("BENCH_RUNS", "paced,steady,burst").split(",")
 TIMELINE = os.environ.get("BENCH_DRAIN_TIMELINE", "")  # a file for the drain's per-job times
+STEADY_TIMELINE = os.environ.get("BENCH_STEADY_TIMELINE", "")  # a folder, a file a run
 # The portal as deployed runs beat: its resyncs (every job each RESYNC_INTERVAL, waiting ones
 # each JOB_SYNC_INTERVAL) take the same CPUs and workers as the launches. BENCH_BEAT=0 leaves it
 # out, to see what it costs.
@@ -236,7 +238,8 @@ def portal_run(tenant, version, prefix, offsets=None, apart=False):
     last: the direct script's pace) or back to back; with `apart`, each at its offset from a
     browser of its own, whatever the POSTs before it are doing (as researchers launch). Per
     job, seconds from its POST to the portal's own start time, and that time in three parts:
-    until the portal created its Volcano job, until Volcano said Running (a watch like the
+    until the portal created its Volcano job (split at the job's queue time, taken in the web
+    under the tenant's lock before admission), until Volcano said Running (a watch like the
     direct run's), and until the portal said so."""
     watcher = Running(get_cluster(), tenant.namespace)
     watcher.start()
@@ -282,9 +285,23 @@ def portal_run(tenant, version, prefix, offsets=None, apart=False):
     watcher.wait_all(posted, timeout=60)
     watcher.finish()
     started = dict(Job.objects.filter(tenant=tenant).values_list("name", "started_at"))
+    saved = dict(Job.objects.filter(tenant=tenant).values_list("name", "queued_at"))
     submitted = submissions(tenant)
+    late = later_submissions(tenant)
+    if late:
+        print(f"  ({len(late)} of {len(posted)} jobs were shown Pending before submission)")
+    timeline(
+        prefix,
+        posted=posted,
+        saved={n: at.timestamp() for n, at in saved.items()},
+        submitted=submitted,
+        volcano_running=watcher.at,
+        running={n: at.timestamp() for n, at in started.items()},
+    )
     parts = {
         "  until the portal submitted": [submitted[n] - posted[n] for n in posted],
+        "    in the web, until queued": [saved[n].timestamp() - posted[n] for n in posted],
+        "    then until submitted": [submitted[n] - saved[n].timestamp() for n in posted],
         "  then until Volcano's Running": [watcher.at[n] - submitted[n] for n in posted],
         "  then until the portal's": [started[n].timestamp() - watcher.at[n] for n in posted],
     }
@@ -295,6 +312,17 @@ def submissions(tenant):
     """When the portal created each job's Volcano job (its "submitted" event), by job name."""
     events = JobEvent.objects.filter(job__tenant=tenant, kind="submitted")
     return {name: at.timestamp() for name, at in events.values_list("job__name", "created_at")}
+
+
+def later_submissions(tenant):
+    """The jobs shown Pending before their Volcano job was created: their launch's run found
+    their claim unbound and did not wait for it (tasks waited for a worker), so the collector's
+    watch on claims sent the run that submitted them."""
+    submitted, first_state = submissions(tenant), {}
+    states = JobEvent.objects.filter(job__tenant=tenant, kind="state")
+    for name, at in states.values_list("job__name", "created_at"):
+        first_state[name] = min(first_state.get(name, at), at)
+    return [n for n, at in first_state.items() if at.timestamp() < submitted.get(n, 0)]
 
 
 def apply_retrying(cluster, objects):
@@ -357,6 +385,7 @@ def direct_run(tenant, user, prefix="d", arrivals=None):
     at_arrivals(names, arrivals, create, apart=arrivals is not None)
     watcher.wait_all(applied, timeout=300)
     watcher.finish()
+    timeline(prefix, applied=applied, submitted=submitted, volcano_running=watcher.at)
     first = min(applied.values())
     offsets = [applied[n] - first for n in sorted(applied)]
     parts = {
@@ -364,6 +393,15 @@ def direct_run(tenant, user, prefix="d", arrivals=None):
         "  then until Volcano's Running": [watcher.at[n] - submitted[n] for n in applied],
     }
     return ([watcher.at[n] - applied[n] for n in applied], parts), offsets
+
+
+def timeline(run, **times):
+    """With BENCH_STEADY_TIMELINE, a run's times (epoch seconds) per job, by step, in a file of
+    that folder named after the run: which jobs were slow, and in which step."""
+    if STEADY_TIMELINE:
+        Path(STEADY_TIMELINE).mkdir(parents=True, exist_ok=True)
+        steps = {step: dict(at) for step, at in times.items()}
+        (Path(STEADY_TIMELINE) / f"{run}.json").write_text(json.dumps(steps, indent=1))
 
 
 def at_arrivals(names, offsets, start, apart):
