@@ -16,6 +16,7 @@ import pytest
 import redis as redis_lib
 from django.conf import settings
 from django.db import connections
+from django.db.backends.base.creation import TEST_DATABASE_PREFIX
 
 from core import snapshot as store
 from portal.celery import app as celery_app
@@ -134,6 +135,8 @@ def _nobody_left_on_the_test_database(django_db_setup, django_db_blocker):
     sessions may take a moment to end (waited for), and any left are named, with what they
     were doing, instead of pytest-django's bare "being accessed by other users"."""
     yield
+    if not connections["default"].settings_dict["NAME"].startswith(TEST_DATABASE_PREFIX):
+        return  # no test used a database: the one configured is the portal's own, not theirs
     with django_db_blocker.unblock(), connections["default"].cursor() as cursor:
         deadline, left = time.monotonic() + 30, []
         while time.monotonic() < deadline:
