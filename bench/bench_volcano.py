@@ -284,28 +284,29 @@ def portal_run(tenant, version, prefix, offsets=None, apart=False):
         time.sleep(0.2)
     watcher.wait_all(posted, timeout=60)
     watcher.finish()
-    started = dict(Job.objects.filter(tenant=tenant).values_list("name", "started_at"))
-    saved = dict(Job.objects.filter(tenant=tenant).values_list("name", "queued_at"))
+    rows = list(Job.objects.filter(tenant=tenant).values_list("name", "queued_at", "started_at"))
+    saved = {name: queued.timestamp() for name, queued, _ in rows}
+    started = {name: running.timestamp() for name, _, running in rows}
     submitted = submissions(tenant)
-    late = later_submissions(tenant)
+    late = later_submissions(tenant, submitted)
     if late:
         print(f"  ({len(late)} of {len(posted)} jobs were shown Pending before submission)")
     timeline(
         prefix,
         posted=posted,
-        saved={n: at.timestamp() for n, at in saved.items()},
+        saved=saved,
         submitted=submitted,
         volcano_running=watcher.at,
-        running={n: at.timestamp() for n, at in started.items()},
+        running=started,
     )
     parts = {
         "  until the portal submitted": [submitted[n] - posted[n] for n in posted],
-        "    in the web, until queued": [saved[n].timestamp() - posted[n] for n in posted],
-        "    then until submitted": [submitted[n] - saved[n].timestamp() for n in posted],
+        "    in the web, until queued": [saved[n] - posted[n] for n in posted],
+        "    then until submitted": [submitted[n] - saved[n] for n in posted],
         "  then until Volcano's Running": [watcher.at[n] - submitted[n] for n in posted],
-        "  then until the portal's": [started[n].timestamp() - watcher.at[n] for n in posted],
+        "  then until the portal's": [started[n] - watcher.at[n] for n in posted],
     }
-    return [started[n].timestamp() - posted[n] for n in posted], parts
+    return [started[n] - posted[n] for n in posted], parts
 
 
 def submissions(tenant):
@@ -314,11 +315,11 @@ def submissions(tenant):
     return {name: at.timestamp() for name, at in events.values_list("job__name", "created_at")}
 
 
-def later_submissions(tenant):
+def later_submissions(tenant, submitted):
     """The jobs shown Pending before their Volcano job was created: their launch's run found
     their claim unbound and did not wait for it (tasks waited for a worker), so the collector's
-    watch on claims sent the run that submitted them."""
-    submitted, first_state = submissions(tenant), {}
+    watch on claims sent the run that submitted them. `submitted`: as `submissions` gives."""
+    first_state = {}
     states = JobEvent.objects.filter(job__tenant=tenant, kind="state")
     for name, at in states.values_list("job__name", "created_at"):
         first_state[name] = min(first_state.get(name, at), at)
